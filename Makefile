@@ -1,0 +1,27 @@
+# `make demo` and `make test` each build the local virtual environment from
+# nothing (Python >= 3.10 and a C compiler are all they need).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/isokernel demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

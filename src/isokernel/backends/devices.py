@@ -1,0 +1,80 @@
+"""Device names and what this machine can actually run."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..ir import BackendUnavailableError
+
+DEVICE_KINDS = ("cpu", "cuda", "metal", "rocm", "tpu")
+MAINTAINED = ("cpu", "cuda")
+_SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<index>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str
+    index: int = 0
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "cpu" else f"{self.kind}:{self.index}"
+
+
+def parse_device(spec) -> Device:
+    """``cpu``, ``cuda``, ``cuda:N``, ``metal``, ``rocm`` or ``tpu``."""
+    if isinstance(spec, Device):
+        return spec
+    match = _SPEC.match(str(spec).strip().lower())
+    if match is None or match["kind"] not in DEVICE_KINDS:
+        raise ValueError(f"unknown device {spec!r}; use one of cpu, cuda, cuda:N, metal, "
+                         f"rocm, tpu")
+    if match["kind"] == "cpu" and match["index"] not in (None, "0"):
+        raise ValueError(f"device {spec!r}: the host is one device, write 'cpu'")
+    return Device(match["kind"], int(match["index"] or 0))
+
+
+def unavailable_reason(device: Device) -> str | None:
+    """None when ``device`` can run here, else the exact reason it cannot."""
+    if device.kind == "cpu":
+        return None
+    if device.kind not in MAINTAINED:
+        return (f"no maintained runtime profile for device '{device}': isokernel runs on "
+                f"cpu and cuda")
+    return _cuda_reason(device.index)
+
+
+def _cuda_reason(index: int) -> str | None:
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed (pip install 'isokernel[cuda]')"
+    except Exception as err:  # a broken CuPy install raises many kinds of errors
+        return f"CuPy failed to import: {err}"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:
+        return f"no usable CUDA driver: {err}"
+    if count == 0:
+        return "CUDA driver present but no visible GPU"
+    if index >= count:
+        return f"cuda:{index} requested but {count} GPU(s) visible"
+    return None
+
+
+def require(device: Device) -> Device:
+    reason = unavailable_reason(device)
+    if reason is not None:
+        raise BackendUnavailableError(f"device '{device}' is unavailable: {reason}. "
+                                      f"Nothing was run on another device.")
+    return device
+
+
+def device_of(leaves) -> Device:
+    """The device the input arrays live on (CUDA arrays expose
+    ``__cuda_array_interface__``)."""
+    for x in leaves:
+        if hasattr(x, "__cuda_array_interface__"):
+            index = getattr(getattr(x, "device", None), "id", 0)
+            return Device("cuda", int(index or 0))
+    return Device("cpu")

@@ -1,0 +1,306 @@
+"""``jit``: record once per input signature, plan, compile with a strategy,
+and call the cached executable.
+
+The cache key is the argument tree, each leaf's shape and dtype (Python
+scalars are weakly typed: keyed by their Python type), and the values of
+static arguments. A changed key retraces; after ``RETRACE_WARN_AFTER``
+retraces a warning names the argument that keeps changing.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+
+import numpy as np
+
+from ..ir import dtypes
+from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
+from ..record import current_builder, trace_flat
+from .devices import Device, device_of, parse_device, require
+from .planning import plan
+from .report import Report
+from .strategies import STRATEGY_NAMES, choose, get_strategy
+
+RETRACE_WARN_AFTER = 3
+_WEAK = (bool, int, float)
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function keeps being recorded again for new arguments."""
+
+
+def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
+        static_argnums=(), **options):
+    """Compile ``fun`` for the shapes and dtypes it is called with.
+
+    ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
+    ``cuda-eager``, ``cuda-fused``, ``cuda-megakernel``. ``device``: ``cpu``,
+    ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
+    refused). Inputs, outputs and static arguments may be pytrees. Usable as
+    ``@jit`` or ``@jit(strategy=...)``.
+    """
+    if fun is None:
+        return functools.partial(jit, strategy=strategy, device=device,
+                                 static_argnames=static_argnames,
+                                 static_argnums=static_argnums, **options)
+    return Jitted(fun, strategy, device, static_argnames, static_argnums, options)
+
+
+class Jitted:
+    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options):
+        if strategy != "auto" and strategy not in STRATEGY_NAMES:
+            get_strategy(strategy)  # raises naming the valid strategies
+        self.fun = fun
+        self.strategy = strategy
+        self.device = require(parse_device(device)) if device is not None else None
+        if self.device is not None and strategy != "auto":
+            choose(strategy, self.device)
+        self.options = dict(options)
+        self._sig = _signature(fun)
+        self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
+        self._cache: dict = {}
+        self._last_key = None
+        self.retraces = 0
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        if current_builder() is not None:
+            return self.fun(*args, **kwargs)  # inside a recording: inline
+        names, dynamic, statics = self._split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._lower(key, names, dynamic, statics).compile()
+            self._cache[key] = compiled
+        return compiled.call_flat(leaves)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Record for these arguments without compiling; ``.graph`` is the
+        recording, ``.compile()`` the next step."""
+        names, dynamic, statics = self._split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        return self._lower(key, names, dynamic, statics)
+
+    def _lower(self, key, names, dynamic, statics) -> Lowered:
+        arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
+        self._note_trace(key, arg_names)
+        leaves, _ = tree_flatten(dynamic)
+        device = self.device or device_of(leaves)
+        strategy = choose(self.strategy, device)
+        graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
+                                               names=arg_names, name=self.__name__)
+        if captures:
+            raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
+                            f"it as an argument")
+        return Lowered(self, graph, key, out_tree, strategy, device)
+
+    def _split(self, args, kwargs):
+        """(dynamic parameter names, dynamic values, static items)."""
+        if not kwargs and not self._static:
+            return _positional_names(self._sig, len(args)), args, ()
+        if self._sig is None:
+            raise TypeError(f"jit({self.__name__}): keyword or static arguments need a "
+                            f"function with an inspectable signature")
+        bound = self._sig.bind(*args, **kwargs)
+        statics = tuple((n, v) for n, v in bound.arguments.items() if n in self._static)
+        dynamic = [(n, v) for n, v in bound.arguments.items() if n not in self._static]
+        for name, value in statics:
+            _check_hashable(self.__name__, name, value)
+        return tuple(n for n, _ in dynamic), tuple(v for _, v in dynamic), statics
+
+    def _bind_statics(self, names, statics):
+        """``fun`` as a function of the dynamic arguments alone."""
+        if self._sig is None or (not statics and names == _positional_names(self._sig,
+                                                                             len(names))):
+            return self.fun
+
+        def call(*dynamic):
+            arguments = dict(zip(names, dynamic)) | dict(statics)
+            ordered = {p: arguments[p] for p in self._sig.parameters if p in arguments}
+            bound = inspect.BoundArguments(self._sig, ordered)
+            return self.fun(*bound.args, **bound.kwargs)
+        return call
+
+    def _note_trace(self, key, leaf_names) -> None:
+        previous, self._last_key = self._last_key, key
+        if previous is None:
+            return
+        self.retraces += 1
+        if self.retraces >= RETRACE_WARN_AFTER:
+            change = _what_changed(previous, key, leaf_names)
+            warnings.warn(f"jit({self.__name__}) recorded again ({self.retraces} retraces): "
+                          f"{change}. Keep shapes and dtypes fixed, or mark the argument "
+                          f"static with static_argnames",
+                          RetraceWarning, stacklevel=4)
+
+
+class Lowered:
+    """A recorded graph with the strategy it will compile for."""
+
+    def __init__(self, jitted: Jitted, graph, key, out_tree, strategy, device: Device):
+        self.jitted = jitted
+        self.graph = graph
+        self.key = key
+        self.out_tree = out_tree
+        self.strategy = strategy
+        self.device = device
+
+    def compile(self) -> Compiled:
+        accepted = plan(self.graph, self.strategy.profile)
+        executable = self.strategy.build(accepted, self.jitted.options)
+        return Compiled(self, accepted, executable)
+
+    def as_text(self) -> str:
+        return str(self.graph)
+
+
+class Compiled:
+    """An executable for one input signature."""
+
+    def __init__(self, lowered: Lowered, accepted_plan, executable):
+        self.lowered = lowered
+        self.graph = lowered.graph
+        self.plan = accepted_plan
+        self.executable = executable
+        self._in_dtypes = [x.aval.dtype for x in self.graph.inputs]
+
+    def __call__(self, *args, **kwargs):
+        jitted = self.lowered.jitted
+        names, dynamic, statics = jitted._split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        if key != self.lowered.key:
+            names = list(self.graph.input_names)
+            raise TypeError(f"this compiled {jitted.__name__} was built for other argument "
+                            f"shapes, dtypes or static values: "
+                            f"{_what_changed(self.lowered.key, key, names)}")
+        return self.call_flat(leaves)
+
+    def call_flat(self, leaves):
+        arrays = [x if type(x) is np.ndarray else np.asarray(x, dtype=d)
+                  for x, d in zip(leaves, self._in_dtypes)]
+        outs = self.executable(*arrays)
+        return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
+
+    def measure(self, *args, **kwargs):
+        """Run once with live-buffer tracking (strategies that support it)."""
+        names, dynamic, _ = self.lowered.jitted._split(args, kwargs)
+        leaves, _ = tree_flatten(dynamic)
+        arrays = [np.asarray(x, dtype=d) for x, d in zip(leaves, self._in_dtypes)]
+        outs = self.executable.measure(*arrays)
+        return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
+
+    def source(self) -> str:
+        """The code this strategy generated for the graph."""
+        return self.executable.source()
+
+    def report(self) -> Report:
+        strategy, profile = self.lowered.strategy, self.plan.profile
+        providers = ", ".join(profile.providers)
+        trust = ", ".join(sorted(profile.accepted_trust))
+        return Report(
+            function=self.graph.name, strategy=strategy.name,
+            requested=self.lowered.jitted.strategy, device=str(self.lowered.device),
+            contract=strategy.contract,
+            profile=f"{profile.name} (providers {providers}; accepts trust: {trust})",
+            nodes=len(self.graph.nodes), inputs=len(self.graph.inputs),
+            outputs=len(self.graph.outputs), capsules=self.plan.capsule_counts(),
+            static_liveness=getattr(self.executable, "static_liveness", None),
+            measured_liveness=getattr(self.executable, "measured_liveness", None),
+            extra=list(getattr(self.executable, "report_lines", lambda: [])()))
+
+
+def _leaf_key(x):
+    if type(x) is np.ndarray:
+        return x.shape, x.dtype
+    if isinstance(x, _WEAK) and not isinstance(x, np.generic):
+        return (type(x),)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return tuple(x.shape), np.dtype(x.dtype)
+    array = np.asarray(x)
+    return array.shape, array.dtype
+
+
+def _signature(fun):
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_positional_names(sig, n: int) -> tuple[str, ...]:
+    names = []
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            names += [f"{p.name}[{i}]" for i in range(n - len(names))]
+            break
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    names += [f"arg{i}" for i in range(len(names), n)]
+    return tuple(names[:n])
+
+
+def _positional_names(sig, n: int) -> tuple[str, ...]:
+    if sig is None:
+        return tuple(f"arg{i}" for i in range(n))
+    return _cached_positional_names(sig, n)
+
+
+def _static_names(sig, static_argnames, static_argnums, fun) -> frozenset[str]:
+    names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    if (names or nums) and sig is None:
+        raise TypeError(f"jit({getattr(fun, '__name__', fun)}): static arguments need a "
+                        f"function with an inspectable signature")
+    params = list(sig.parameters) if sig is not None else []
+    for i in nums:
+        if not -len(params) <= i < len(params):
+            raise ValueError(f"static_argnums {i} is out of range for {len(params)} parameters")
+        names.add(params[i])
+    unknown = names - set(params)
+    if unknown:
+        raise ValueError(f"static_argnames {sorted(unknown)} are not parameters of "
+                         f"{getattr(fun, '__name__', fun)}{sig}")
+    return frozenset(names)
+
+
+def _check_hashable(fname: str, name: str, value) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"jit({fname}): static argument '{name}' is a {type(value).__name__}, "
+                        f"which is not hashable; pass a tuple or another hashable value"
+                        ) from None
+
+
+def _what_changed(old_key, new_key, leaf_names) -> str:
+    old_names, old_tree, old_leaves, old_static = old_key
+    new_names, new_tree, new_leaves, new_static = new_key
+    if old_static != new_static:
+        before, after = dict(old_static), dict(new_static)
+        for name in after:
+            if before.get(name) != after[name]:
+                return f"static argument '{name}' changed from {before.get(name)!r} to " \
+                       f"{after[name]!r}"
+    if old_names != new_names or old_tree != new_tree:
+        return f"the argument structure changed from {old_names} to {new_names}"
+    for name, a, b in zip(leaf_names, old_leaves, new_leaves):
+        if a != b:
+            return f"argument '{name}' changed from {_describe(a)} to {_describe(b)}"
+    return "nothing visible changed"
+
+
+def _describe(leaf_key) -> str:
+    if len(leaf_key) == 1:
+        return f"a Python {leaf_key[0].__name__}"
+    shape, dtype = leaf_key
+    try:
+        short = dtypes.SHORT[dtypes.canonical(dtype)]
+    except TypeError:
+        short = str(dtype)
+    return f"{short}{list(shape)}"

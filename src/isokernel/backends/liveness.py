@@ -1,0 +1,165 @@
+"""Buffer liveness of a graph run in tape order with last-use release.
+
+A *buffer* is storage: inputs are live for the whole run (the caller owns
+them); every other op allocates its result, except the view ops (broadcast,
+reshape, transpose, slice, rev), which alias their operand's storage and keep
+it alive; a buffer is released once no live value uses it; outputs stay to
+the end. Constants are resident in the graph and counted apart. The peak is
+taken after a node's result exists and before dead operands are released,
+because the op reads them while writing it.
+
+The static walk assumes NumPy makes a view wherever the op allows one; a
+reshape of a value whose layout forbids that copies, and the measured run
+then shows the larger figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Graph, Node, Op
+
+VIEW_OPS = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.REV})
+
+
+@dataclass(frozen=True)
+class Liveness:
+    peak_buffers: int  # most buffers live at once (maxLiveNodes)
+    peak_bytes: int  # most bytes live at once
+    peak_at: int  # index of the node at which the byte peak is reached
+    const_bytes: int
+
+    def __str__(self) -> str:
+        return (f"peak {self.peak_buffers} live buffers, {format_bytes(self.peak_bytes)} "
+                f"(at %{self.peak_at}); constants {format_bytes(self.const_bytes)}")
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def release_schedule(graph: Graph) -> list[list[Node]]:
+    """For each node index, the values that die once that node has run."""
+    last: dict[Node, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for x in node.inputs:
+            last[x] = i
+    keep = set(graph.outputs) | set(graph.inputs)
+    frees: list[list[Node]] = [[] for _ in graph.nodes]
+    for node, i in last.items():
+        if node not in keep and node.op is not Op.CONST:
+            frees[i].append(node)
+    return frees
+
+
+def _storage(graph: Graph) -> dict[Node, Node | None]:
+    """The node whose allocation backs each value (None: a constant)."""
+    owner: dict[Node, Node | None] = {}
+    for node in graph.nodes:
+        if node.op is Op.CONST:
+            owner[node] = None
+        elif node.op in VIEW_OPS:
+            owner[node] = owner[node.inputs[0]]
+        else:
+            owner[node] = node
+    return owner
+
+
+def static_liveness(graph: Graph) -> Liveness:
+    """The peak, computed from avals by one walk over the graph."""
+    owner = _storage(graph)
+    end = len(graph.nodes)
+    last: dict[Node, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for x in node.inputs:
+            if owner[x] is not None:
+                last[owner[x]] = max(last.get(owner[x], -1), i)
+    for x in (*graph.outputs, *graph.inputs):
+        if owner[x] is not None:
+            last[owner[x]] = end
+    dying: dict[int, list[Node]] = {}
+    for storage, i in last.items():
+        dying.setdefault(i, []).append(storage)
+    tracker = LiveTracker()
+    for x in graph.inputs:
+        tracker.open(x, x.aval.nbytes, -1)
+    for i, node in enumerate(graph.nodes):
+        if node.op is Op.CONST:
+            tracker.const_bytes += node.aval.nbytes
+        elif owner[node] is node and node.op is not Op.INPUT:
+            tracker.open(node, node.aval.nbytes, i)
+        for storage in dying.get(i, ()):
+            tracker.close(storage)
+    return tracker.result()
+
+
+class LiveTracker:
+    """Running count and bytes of live buffers, and their peaks."""
+
+    def __init__(self):
+        self.live: dict = {}
+        self.bytes = 0
+        self.peak_buffers = 0
+        self.peak_bytes = 0
+        self.peak_at = -1
+        self.const_bytes = 0
+
+    def open(self, key, nbytes: int, at: int) -> None:
+        self.live[key] = nbytes
+        self.bytes += nbytes
+        self.peak_buffers = max(self.peak_buffers, len(self.live))
+        if self.bytes > self.peak_bytes:
+            self.peak_bytes, self.peak_at = self.bytes, at
+
+    def close(self, key) -> None:
+        self.bytes -= self.live.pop(key)
+
+    def result(self) -> Liveness:
+        return Liveness(self.peak_buffers, self.peak_bytes, self.peak_at, self.const_bytes)
+
+
+class MeasuringTracker(LiveTracker):
+    """The same accounting over the actual arrays of a run: values are
+    mapped to the storage they view (following ``.base``), and a storage is
+    released when the last live value using it is."""
+
+    def __init__(self):
+        super().__init__()
+        self._const_roots: set[int] = set()
+        self._roots: dict[int, int] = {}  # value key -> root id
+        self._users: dict[int, int] = {}  # root id -> live values using it
+
+    def const(self, value) -> None:
+        self._const_roots.add(id(_root(value)))
+        self.const_bytes += np.asarray(value).nbytes
+
+    def alloc(self, key, value, at: int) -> None:
+        root = _root(value)
+        rid = id(root)
+        if rid in self._const_roots:
+            return
+        self._roots[key] = rid
+        self._users[rid] = self._users.get(rid, 0) + 1
+        if self._users[rid] == 1:
+            self.open(rid, int(np.asarray(root).nbytes), at)
+
+    def free(self, key) -> None:
+        rid = self._roots.pop(key, None)
+        if rid is None:
+            return
+        self._users[rid] -= 1
+        if self._users[rid] == 0:
+            del self._users[rid]
+            self.close(rid)
+
+
+def _root(value):
+    while isinstance(value, np.ndarray) and isinstance(value.base, np.ndarray):
+        value = value.base
+    return value

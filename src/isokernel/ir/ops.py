@@ -1,0 +1,121 @@
+"""The closed set of primitive operations.
+
+Everything a model computes is one of these ops. Convenience functions of the
+frontend (``sigmoid``, ``mean``, ``hypot``, ``clip`` ...) are compositions of
+them, so every interpretation (evaluation, shapes, derivatives, batching, code
+generation, cost) needs exactly one rule per op here and no more.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Op(Enum):
+    # leaves
+    INPUT = "input"
+    CONST = "const"
+    # elementwise, one operand
+    NEG = "neg"
+    ABS = "abs"
+    SIGN = "sign"
+    NOT = "not"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"
+    TRUNC = "trunc"
+    SQRT = "sqrt"
+    CBRT = "cbrt"
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXPM1 = "expm1"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    LOG1P = "log1p"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ASIN = "arcsin"
+    ACOS = "arccos"
+    ATAN = "arctan"
+    SINH = "sinh"
+    COSH = "cosh"
+    TANH = "tanh"
+    ASINH = "arcsinh"
+    ACOSH = "arccosh"
+    ATANH = "arctanh"
+    CAST = "cast"
+    # elementwise, two operands of one shape
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    MAX = "max"
+    MIN = "min"
+    ATAN2 = "arctan2"
+    FLOORDIV = "floordiv"
+    REM = "rem"
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    AND = "and"
+    OR = "or"
+    # elementwise, three operands
+    SELECT = "select"
+    # reductions over static axes
+    REDUCE_SUM = "reduce_sum"
+    REDUCE_PROD = "reduce_prod"
+    REDUCE_MAX = "reduce_max"
+    REDUCE_MIN = "reduce_min"
+    # layout
+    RESHAPE = "reshape"
+    BROADCAST = "broadcast"
+    TRANSPOSE = "transpose"
+    SLICE = "slice"
+    PAD = "pad"
+    REV = "rev"
+    CONCATENATE = "concatenate"
+    # contraction
+    DOT_GENERAL = "dot_general"
+
+
+LEAF = frozenset({Op.INPUT, Op.CONST})
+
+TRANSCENDENTAL = frozenset({
+    Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
+    Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH,
+    Op.ASINH, Op.ACOSH, Op.ATANH, Op.POW, Op.ATAN2,
+})
+
+UNARY = frozenset({
+    Op.NEG, Op.ABS, Op.SIGN, Op.NOT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC,
+    Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10,
+    Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH,
+    Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.CAST,
+})
+
+COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+
+LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
+
+BINARY = frozenset({
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.ATAN2,
+    Op.FLOORDIV, Op.REM, Op.AND, Op.OR,
+}) | COMPARE
+
+ELEMENTWISE = UNARY | BINARY | frozenset({Op.SELECT})
+
+REDUCE = frozenset({Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX, Op.REDUCE_MIN})
+
+LAYOUT = frozenset({
+    Op.RESHAPE, Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.REV, Op.CONCATENATE,
+})
+
+# Ops that are linear in (all of) their floating-point operands; SELECT and
+# MUL/DIV are linear in some operands only and say so in their rules.
+LINEAR = LAYOUT | frozenset({Op.NEG, Op.ADD, Op.SUB, Op.REDUCE_SUM, Op.CAST})

@@ -1,0 +1,190 @@
+"""SHAPE: for every op, the abstract value of its result.
+
+A rule takes the operands' avals and the op's attributes and returns the
+result's aval, or raises ``DTypeError``/``ShapeError`` with the problem and
+the fix; the recorder prefixes the op name and the user's source line.
+The frontend inserts broadcasts and casts, so elementwise rules see equal
+shapes and dtypes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .errors import DTypeError, ShapeError
+from .graph import Aval
+from .ops import COMPARE, Op
+
+FLOAT_ONLY = frozenset({
+    Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
+    Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH,
+    Op.ASINH, Op.ACOSH, Op.ATANH, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.DIV,
+    Op.ATAN2,
+})
+BOOL_ONLY = frozenset({Op.NOT, Op.AND, Op.OR})
+
+
+def _check_dtype(op: Op, dtype: np.dtype) -> None:
+    if op in FLOAT_ONLY and dtype not in dtypes.FLOATS:
+        raise DTypeError(f"expects float operands, got {dtypes.SHORT[dtype]}; "
+                         f"cast first, e.g. x.astype(inp.float64)")
+    if op in BOOL_ONLY and dtype != dtypes.bool_:
+        raise DTypeError(f"expects bool operands, got {dtypes.SHORT[dtype]}; "
+                         f"compare first, e.g. x > 0")
+    numeric_only = op not in BOOL_ONLY and op not in COMPARE and op is not Op.SELECT
+    if numeric_only and dtype == dtypes.bool_:
+        raise DTypeError("expects numeric operands, got bool; "
+                         "cast first, e.g. mask.astype(inp.float64)")
+
+
+def _elementwise(op: Op):
+    def rule(*avals: Aval) -> Aval:
+        first = avals[0]
+        for other in avals[1:]:
+            if other.shape != first.shape:
+                raise ShapeError(f"operand shapes {first.shape} and {other.shape} differ")
+            if other.dtype != first.dtype:
+                raise DTypeError(f"operand dtypes {first.dtype} and {other.dtype} differ; "
+                                 f"cast one with astype")
+        _check_dtype(op, first.dtype)
+        dtype = dtypes.bool_ if op in COMPARE else first.dtype
+        return Aval(first.shape, dtype, all(a.weak for a in avals))
+    return rule
+
+
+def _select(pred: Aval, x: Aval, y: Aval) -> Aval:
+    if pred.dtype != dtypes.bool_:
+        raise DTypeError(f"condition must be bool, got {dtypes.SHORT[pred.dtype]}; "
+                         f"compare first, e.g. where(x != 0, ...)")
+    if not pred.shape == x.shape == y.shape:
+        raise ShapeError(f"shapes {pred.shape}, {x.shape}, {y.shape} differ")
+    if x.dtype != y.dtype:
+        raise DTypeError(f"branch dtypes {x.dtype} and {y.dtype} differ; cast one with astype")
+    return Aval(x.shape, x.dtype, x.weak and y.weak)
+
+
+def _cast(x: Aval, *, dtype) -> Aval:
+    return Aval(x.shape, dtypes.canonical(dtype))
+
+
+def _reduce(op: Op):
+    def rule(x: Aval, *, axes) -> Aval:
+        _check_axes(axes, x.ndim)
+        if x.dtype == dtypes.bool_:
+            raise DTypeError("cannot reduce bool values; cast first, e.g. mask.astype(inp.int64)")
+        if op in (Op.REDUCE_MAX, Op.REDUCE_MIN) and any(x.shape[a] == 0 for a in axes):
+            raise ShapeError("zero-size reduction axis has no identity; "
+                             "reduce a non-empty axis or use sum")
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return Aval(shape, x.dtype, x.weak)
+    return rule
+
+
+def _check_axes(axes, ndim: int) -> None:
+    if len(set(axes)) != len(axes) or any(not 0 <= a < ndim for a in axes):
+        raise ShapeError(f"axes {axes} are not distinct axes of a rank-{ndim} value")
+
+
+def _reshape(x: Aval, *, shape) -> Aval:
+    if int(np.prod(shape, dtype=np.int64)) != x.size or any(d < 0 for d in shape):
+        raise ShapeError(f"cannot reshape {x.shape} ({x.size} elements) into {shape}")
+    return Aval(tuple(shape), x.dtype, x.weak)
+
+
+def _broadcast(x: Aval, *, shape, dims) -> Aval:
+    if len(dims) != x.ndim or any(not 0 <= d < len(shape) for d in dims):
+        raise ShapeError(f"cannot place a rank-{x.ndim} value at axes {dims} of {shape}")
+    if list(dims) != sorted(set(dims)):
+        raise ShapeError(f"broadcast axes {dims} must be increasing")
+    for size, d in zip(x.shape, dims):
+        if size not in (1, shape[d]):
+            raise ShapeError(f"cannot broadcast {x.shape} to {shape}")
+    return Aval(tuple(shape), x.dtype, x.weak)
+
+
+def _transpose(x: Aval, *, perm) -> Aval:
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"{perm} is not a permutation of the {x.ndim} axes of {x.shape}")
+    return Aval(tuple(x.shape[p] for p in perm), x.dtype, x.weak)
+
+
+def _slice(x: Aval, *, start, limit, stride) -> Aval:
+    if not len(start) == len(limit) == len(stride) == x.ndim:
+        raise ShapeError(f"slice bounds do not match the rank of {x.shape}")
+    shape = []
+    for b, e, s, n in zip(start, limit, stride, x.shape):
+        if s < 1 or not 0 <= b <= e <= n:
+            raise ShapeError(f"slice {b}:{e}:{s} is outside an axis of length {n}")
+        shape.append(max(0, -(-(e - b) // s)))
+    return Aval(tuple(shape), x.dtype, x.weak)
+
+
+def _pad(x: Aval, value: Aval, *, lo, hi, interior) -> Aval:
+    if value.shape != () or value.dtype != x.dtype:
+        raise ShapeError("padding value must be a scalar of the operand's dtype")
+    if not len(lo) == len(hi) == len(interior) == x.ndim:
+        raise ShapeError(f"padding does not match the rank of {x.shape}")
+    if any(v < 0 for v in (*lo, *hi, *interior)):
+        raise ShapeError("padding amounts must be non-negative")
+    shape = tuple(a + b + n + max(n - 1, 0) * i for a, b, n, i in zip(lo, hi, x.shape, interior))
+    return Aval(shape, x.dtype, x.weak)
+
+
+def _rev(x: Aval, *, axes) -> Aval:
+    _check_axes(axes, x.ndim)
+    return x
+
+
+def _concatenate(*xs: Aval, axis) -> Aval:
+    first = xs[0]
+    if not 0 <= axis < first.ndim:
+        raise ShapeError(f"axis {axis} is out of range for rank {first.ndim}")
+    for x in xs[1:]:
+        if x.dtype != first.dtype:
+            raise DTypeError(f"operand dtypes {first.dtype} and {x.dtype} differ; "
+                             f"cast one with astype")
+        same = x.ndim == first.ndim and all(
+            a == b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis)
+        if not same:
+            raise ShapeError(f"shapes {first.shape} and {x.shape} differ off axis {axis}")
+    shape = list(first.shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    return Aval(tuple(shape), first.dtype, all(x.weak for x in xs))
+
+
+def _dot_general(a: Aval, b: Aval, *, contract, batch) -> Aval:
+    (ca, cb), (ba, bb) = contract, batch
+    if a.dtype != b.dtype:
+        raise DTypeError(f"operand dtypes {a.dtype} and {b.dtype} differ; cast one with astype")
+    if a.dtype == dtypes.bool_:
+        raise DTypeError("cannot multiply bool matrices; cast first")
+    _check_axes(tuple(ca) + tuple(ba), a.ndim)
+    _check_axes(tuple(cb) + tuple(bb), b.ndim)
+    if [a.shape[i] for i in ca] != [b.shape[i] for i in cb]:
+        raise ShapeError(f"contracted sizes of {a.shape} and {b.shape} differ")
+    if [a.shape[i] for i in ba] != [b.shape[i] for i in bb]:
+        raise ShapeError(f"batch sizes of {a.shape} and {b.shape} differ")
+    free_a = [d for i, d in enumerate(a.shape) if i not in ca and i not in ba]
+    free_b = [d for i, d in enumerate(b.shape) if i not in cb and i not in bb]
+    shape = tuple([a.shape[i] for i in ba] + free_a + free_b)
+    return Aval(shape, a.dtype, a.weak and b.weak)
+
+
+SHAPE = {
+    Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
+    Op.INPUT: lambda *, aval, index: aval,
+    Op.SELECT: _select,
+    Op.CAST: _cast,
+    Op.RESHAPE: _reshape,
+    Op.BROADCAST: _broadcast,
+    Op.TRANSPOSE: _transpose,
+    Op.SLICE: _slice,
+    Op.PAD: _pad,
+    Op.REV: _rev,
+    Op.CONCATENATE: _concatenate,
+    Op.DOT_GENERAL: _dot_general,
+    **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
+                                  Op.REDUCE_MIN)},
+}
+SHAPE.update({op: _elementwise(op) for op in Op if op not in SHAPE})

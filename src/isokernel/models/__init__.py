@@ -1,0 +1,1 @@
+"""Science models shipped with isokernel, written once with ``isokernel.numpy``."""

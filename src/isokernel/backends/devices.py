@@ -15,10 +15,10 @@ _SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<index>\d+))?$")
 @dataclass(frozen=True)
 class Device:
     kind: str
-    index: int = 0
+    index: int | None = None  # None: the default device of that kind
 
     def __str__(self) -> str:
-        return self.kind if self.kind == "cpu" else f"{self.kind}:{self.index}"
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
 
 
 def parse_device(spec) -> Device:
@@ -31,7 +31,8 @@ def parse_device(spec) -> Device:
                          f"rocm, tpu")
     if match["kind"] == "cpu" and match["index"] not in (None, "0"):
         raise ValueError(f"device {spec!r}: the host is one device, write 'cpu'")
-    return Device(match["kind"], int(match["index"] or 0))
+    index = match["index"]
+    return Device(match["kind"], None if index is None or match["kind"] == "cpu" else int(index))
 
 
 def unavailable_reason(device: Device) -> str | None:
@@ -41,7 +42,7 @@ def unavailable_reason(device: Device) -> str | None:
     if device.kind not in MAINTAINED:
         return (f"no maintained runtime profile for device '{device}': isokernel runs on "
                 f"cpu and cuda")
-    return _cuda_reason(device.index)
+    return _cuda_reason(device.index or 0)
 
 
 def _cuda_reason(index: int) -> str | None:
@@ -75,6 +76,6 @@ def device_of(leaves) -> Device:
     ``__cuda_array_interface__``)."""
     for x in leaves:
         if hasattr(x, "__cuda_array_interface__"):
-            index = getattr(getattr(x, "device", None), "id", 0)
-            return Device("cuda", int(index or 0))
+            index = getattr(getattr(x, "device", None), "id", None)
+            return Device("cuda", None if index is None else int(index))
     return Device("cpu")

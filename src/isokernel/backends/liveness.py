@@ -136,8 +136,10 @@ class MeasuringTracker(LiveTracker):
         self._users: dict[int, int] = {}  # root id -> live values using it
 
     def const(self, value) -> None:
-        self._const_roots.add(id(_root(value)))
-        self.const_bytes += np.asarray(value).nbytes
+        root = _root(value)
+        if id(root) not in self._const_roots:
+            self._const_roots.add(id(root))
+            self.const_bytes += np.asarray(root).nbytes
 
     def alloc(self, key, value, at: int) -> None:
         root = _root(value)

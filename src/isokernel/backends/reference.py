@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import EVAL, Graph, Op
 from ..ir.ops import TRANSCENDENTAL
 from .capsules import Capsule, NumericalPolicy, register
-from .liveness import Liveness, MeasuringTracker, release_schedule, static_liveness
+from .liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
 from .planning import Plan
 
 PROVIDER = "numpy"
@@ -36,9 +36,10 @@ def generate_python(graph: Graph, instrument: bool = False) -> tuple[str, dict]:
         if node.op is Op.INPUT:
             name[node] = f"v{i}"
             continue
-        if node.op is Op.CONST:
+        if node.op is Op.CONST or _is_const_view(node):
+            # constants, and views of them (a broadcast scalar), exist before the run
             name[node] = f"_c{i}"
-            env[f"_c{i}"] = node.attrs["value"].value
+            env[f"_c{i}"] = _constant_value(node)
             if instrument:
                 lines.append(f"    _t.const(_c{i})")
             continue
@@ -50,11 +51,24 @@ def generate_python(graph: Graph, instrument: bool = False) -> tuple[str, dict]:
         if instrument:
             lines.append(f"    _t.alloc({i}, v{i}, {i})")
         for dead in frees[i]:
+            if name[dead].startswith("_c"):
+                continue
             k = graph.index(dead)
             lines.append(f"    _t.free({k})" if instrument else f"    del v{k}")
     outs = "".join(f"{name[x]}, " for x in graph.outputs)
     lines.append(f"    return ({outs})")
     return "\n".join(lines) + "\n", env
+
+
+def _is_const_view(node) -> bool:
+    return node.op in VIEW_OPS and all(x.op is Op.CONST or _is_const_view(x)
+                                       for x in node.inputs)
+
+
+def _constant_value(node):
+    if node.op is Op.CONST:
+        return node.attrs["value"].value
+    return _kernel(node)(*(_constant_value(x) for x in node.inputs))
 
 
 def _kernel(node):

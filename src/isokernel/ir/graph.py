@@ -156,15 +156,18 @@ class Graph:
             object.__setattr__(self, "input_names", names)
 
     @staticmethod
-    def build(inputs: Iterable[Node], outputs: Iterable[Node], input_names=(), name="f"):
-        """The graph of everything the outputs reach, in topological order.
-        Unreachable nodes are dropped; unused inputs stay inputs."""
+    def build(inputs: Iterable[Node], outputs: Iterable[Node], input_names=(), name="f",
+              order: Iterable[Node] | None = None):
+        """The graph of everything the outputs reach. Nodes keep ``order``
+        (the recording's tape order) when given, else a depth-first
+        topological order. Unreachable nodes are dropped; unused inputs stay
+        inputs."""
         inputs, outputs = tuple(inputs), tuple(outputs)
-        order = list(inputs)
-        seen = set(inputs)
-        for node in toposort(outputs, seen):
-            order.append(node)
-        return Graph(inputs, tuple(order), outputs, tuple(input_names), name)
+        reachable = toposort(outputs, set(inputs))
+        if order is not None:
+            keep = set(reachable)
+            reachable = [n for n in order if n in keep]
+        return Graph(inputs, (*inputs, *reachable), outputs, tuple(input_names), name)
 
     def index(self, node: Node) -> int:
         return self._index[node]

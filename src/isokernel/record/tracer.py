@@ -72,6 +72,10 @@ class Builder:
         self._cse[key] = node
         return node
 
+    def recorded(self) -> list[Node]:
+        """Every node recorded so far, in tape order."""
+        return list(self._cse.values())
+
     def lift(self, x) -> Node:
         """The node of ``x`` in this recording: its own tracer's node, a
         capture of an enclosing recording's tracer, or a constant."""
@@ -241,7 +245,7 @@ def trace_flat(fn, args: tuple, names: list[str] | None = None, name: str = "f")
         params = _param_names(fn, len(args))
         names = [p for n, a in zip(params, args) for p in leaf_paths(a, n)]
     names = list(names) + [f"capture{i}" for i in range(len(builder.captures))]
-    graph = Graph.build(builder.inputs, out_nodes, names, name)
+    graph = Graph.build(builder.inputs, out_nodes, names, name, order=builder.recorded())
     return graph, out_tree, [outer for outer, _ in builder.captures]
 
 

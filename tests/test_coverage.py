@@ -1,12 +1,14 @@
 """Every op has a rule in every table that must cover it."""
 
 from isokernel.backends.capsules import lookup
+from isokernel.deploy import COST
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
 
 TABLES = {
     "SHAPE": (SHAPE, frozenset()),
     "EVAL": (EVAL, NO_EVAL),
+    "COST": (COST, frozenset()),
 }
 
 

@@ -3,6 +3,7 @@ arrays, and run it as a NumPy oracle, on every CPU core, as compiled native
 code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
+from . import deploy  # installs the block planner, report lines and probe into jit
 from .backends import (
     STRATEGY_NAMES,
     Capsule,
@@ -32,5 +33,5 @@ __all__ = [
     "STRATEGY_NAMES", "BackendUnavailableError", "Capsule", "DTypeError", "Graph", "GraphError",
     "IsokernelError", "NumericalPolicy", "PlanningError", "Profile", "RetraceWarning",
     "ShapeDtype", "ShapeError", "TracerError", "jit", "plan", "register_pytree_node", "replay",
-    "trace", "tree_flatten", "tree_map", "tree_unflatten", "verify",
+    "deploy", "trace", "tree_flatten", "tree_map", "tree_unflatten", "verify",
 ]

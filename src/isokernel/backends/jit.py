@@ -18,7 +18,9 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, trace_flat
+from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
+from .hooks import check_block, choose_block, report_lines, run_probes
 from .planning import plan
 from .report import Report
 from .strategies import STRATEGY_NAMES, choose, get_strategy
@@ -32,24 +34,29 @@ class RetraceWarning(UserWarning):
 
 
 def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
-        static_argnums=(), **options):
+        static_argnums=(), block=None, **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
     ``cuda-eager``, ``cuda-fused``, ``cuda-megakernel``. ``device``: ``cpu``,
     ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
     refused). Inputs, outputs and static arguments may be pytrees. Usable as
-    ``@jit`` or ``@jit(strategy=...)``.
+    ``@jit`` or ``@jit(strategy=...)``. ``block``: None (run each call
+    whole), a number of pixel rows (run axis 0 block by block, same bits), or
+    ``"auto"`` (the installed planner sizes blocks to the memory budget).
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,
                                  static_argnames=static_argnames,
-                                 static_argnums=static_argnums, **options)
-    return Jitted(fun, strategy, device, static_argnames, static_argnums, options)
+                                 static_argnums=static_argnums, block=block, **options)
+    return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block)
 
 
 class Jitted:
-    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options):
+    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
+                 block=None):
+        check_block(block)
+        self.block = block
         if strategy != "auto" and strategy not in STRATEGY_NAMES:
             get_strategy(strategy)  # raises naming the valid strategies
         self.fun = fun
@@ -152,7 +159,7 @@ class Lowered:
     def compile(self) -> Compiled:
         accepted = plan(self.graph, self.strategy.profile)
         executable = self.strategy.build(accepted, self.jitted.options)
-        return Compiled(self, accepted, executable)
+        return Compiled(self, accepted, executable, self.jitted.block)
 
     def as_text(self) -> str:
         return str(self.graph)
@@ -161,12 +168,16 @@ class Lowered:
 class Compiled:
     """An executable for one input signature."""
 
-    def __init__(self, lowered: Lowered, accepted_plan, executable):
+    def __init__(self, lowered: Lowered, accepted_plan, executable, block=None):
         self.lowered = lowered
         self.graph = lowered.graph
         self.plan = accepted_plan
         self.executable = executable
         self._in_dtypes = [x.aval.dtype for x in self.graph.inputs]
+        self.block_choice = choose_block(self, block)
+        chosen = self.block_choice.block if self.block_choice is not None else None
+        self.blocks = None if chosen is None else BlockRunner(self, chosen)
+        self._run = self.blocks or executable
 
     def __call__(self, *args, **kwargs):
         jitted = self.lowered.jitted
@@ -183,7 +194,7 @@ class Compiled:
     def call_flat(self, leaves):
         arrays = [x if type(x) is np.ndarray else np.asarray(x, dtype=d)
                   for x, d in zip(leaves, self._in_dtypes)]
-        outs = self.executable(*arrays)
+        outs = self._run(*arrays)
         return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
 
     def measure(self, *args, **kwargs):
@@ -192,6 +203,7 @@ class Compiled:
         leaves, _ = tree_flatten(dynamic)
         arrays = [np.asarray(x, dtype=d) for x, d in zip(leaves, self._in_dtypes)]
         outs = self.executable.measure(*arrays)
+        run_probes(self, arrays)
         return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
 
     def source(self) -> str:
@@ -211,7 +223,8 @@ class Compiled:
             outputs=len(self.graph.outputs), capsules=self.plan.capsule_counts(),
             static_liveness=getattr(self.executable, "static_liveness", None),
             measured_liveness=getattr(self.executable, "measured_liveness", None),
-            extra=list(getattr(self.executable, "report_lines", lambda: [])()))
+            extra=[*getattr(self.executable, "report_lines", lambda: [])(),
+                   *report_lines(self)])
 
 
 def _leaf_key(x):

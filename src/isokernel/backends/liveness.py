@@ -15,6 +15,7 @@ then shows the larger figure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,8 +72,12 @@ def _storage(graph: Graph) -> dict[Node, Node | None]:
     return owner
 
 
-def static_liveness(graph: Graph) -> Liveness:
-    """The peak, computed from avals by one walk over the graph."""
+def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -> Liveness:
+    """The peak, computed from avals by one walk over the graph. ``nbytes``
+    (default: each buffer's aval size) lets a caller weigh buffers otherwise,
+    e.g. deploy's memory shape evaluates the same walk at another pixel
+    count."""
+    size = nbytes or (lambda node: node.aval.nbytes)
     owner = _storage(graph)
     end = len(graph.nodes)
     last: dict[Node, int] = {}
@@ -88,12 +93,12 @@ def static_liveness(graph: Graph) -> Liveness:
         dying.setdefault(i, []).append(storage)
     tracker = LiveTracker()
     for x in graph.inputs:
-        tracker.open(x, x.aval.nbytes, -1)
+        tracker.open(x, size(x), -1)
     for i, node in enumerate(graph.nodes):
         if node.op is Op.CONST:
             tracker.const_bytes += node.aval.nbytes
         elif owner[node] is node and node.op is not Op.INPUT:
-            tracker.open(node, node.aval.nbytes, i)
+            tracker.open(node, size(node), i)
         for storage in dying.get(i, ()):
             tracker.close(storage)
     return tracker.result()

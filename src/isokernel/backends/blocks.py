@@ -1,0 +1,227 @@
+"""Running a compiled function block by block along the pixel axis.
+
+The *pixel axis* is axis 0 of the inputs whose leading dimension is the
+largest one (the pixel count P). A graph is *row-independent* when row i of
+every value with a pixel axis depends only on row i of the pixel inputs:
+every op on such a value is pointwise along axis 0 or keeps axis 0 in place
+(broadcasts, reshapes, transposes, slices, pads, reverses and reductions
+over other axes; matrix products only with the pixel axis as a batch axis).
+``pixel_rows`` decides this per node and refuses, naming the op and the
+user's line, what would not give the unchunked bits: reductions over axis 0,
+products that run the pixel rows through BLAS (whose blocking depends on
+the row count), values that span the pixel axis without coming from the
+pixel inputs (a constant of length P).
+
+``resize_rows`` then rewrites the graph for n rows instead of P — only the
+shape attributes that carry P change, every aval is re-derived by the SHAPE
+rules, and constants (including any the model computed from P) are kept —
+so each block runs the very program of the unchunked call on its rows and
+produces the same bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import SHAPE, Attrs, Aval, Graph, IsokernelError, Node, Op
+from ..ir.ops import ELEMENTWISE
+from .planning import plan
+
+
+class BlockError(IsokernelError, ValueError):
+    """A graph that cannot run block by block along the pixel axis."""
+
+
+_FIX = "call the function without block=, or move the step out of the blocked function"
+
+
+def pixel_count(graph: Graph) -> int | None:
+    """P: the largest leading dimension of the inputs (None: no input has an
+    axis)."""
+    leading = [x.aval.shape[0] for x in graph.inputs if x.aval.ndim >= 1]
+    return max(leading) if leading else None
+
+
+def _refuse(node: Node, problem: str, fix: str = _FIX) -> BlockError:
+    where = f" at {node.where}" if node.where else ""
+    return BlockError(f"{node.op.value}{where}: {problem}, so it cannot run block by block "
+                      f"along the pixel axis; {fix}")
+
+
+def _rows_elementwise(node, rows, pixels):
+    if not all(rows):
+        return "combines pixel rows with a value that spans the pixel axis without coming " \
+               "from the pixel inputs (e.g. a constant array of length P)"
+    return None
+
+
+def _rows_broadcast(node, rows, pixels):
+    if node.attrs["dims"][:1] != (0,):
+        return "moves the pixel axis away from axis 0"
+    return None
+
+
+def _rows_reshape(node, rows, pixels):
+    if node.attrs["shape"][:1] != (pixels,):
+        return "reshapes across the pixel axis"
+    return None
+
+
+def _rows_axis_kept(attr):
+    def rule(node, rows, pixels):
+        if 0 in node.attrs[attr]:
+            return "works along the pixel axis (axis 0)"
+        return None
+    return rule
+
+
+def _rows_transpose(node, rows, pixels):
+    return None if node.attrs["perm"][0] == 0 else "moves the pixel axis away from axis 0"
+
+
+def _rows_slice(node, rows, pixels):
+    a = node.attrs
+    if (a["start"][0], a["limit"][0], a["stride"][0]) != (0, pixels, 1):
+        return "slices the pixel axis"
+    return None
+
+
+def _rows_pad(node, rows, pixels):
+    a = node.attrs
+    if (a["lo"][0], a["hi"][0], a["interior"][0]) != (0, 0, 0) or rows[1]:
+        return "pads the pixel axis"
+    return None
+
+
+def _rows_concatenate(node, rows, pixels):
+    if node.attrs["axis"] == 0:
+        return "concatenates along the pixel axis"
+    return _rows_elementwise(node, rows, pixels)
+
+
+def _rows_dot(node, rows, pixels):
+    (ba, bb) = node.attrs["batch"]
+    if all(rows) and ba[:1] == (0,) and bb[:1] == (0,):
+        return None
+    return "multiplies over the pixel rows through BLAS, whose blocking depends on the " \
+           "row count (a block would not give the same bits); make the pixel axis a batch " \
+           "axis of both operands (a per-pixel product)"
+
+
+# For a node with at least one pixel-row operand: None if its result keeps the
+# pixel rows at axis 0 row for row, else the reason it does not.
+ROWS = {
+    **{op: _rows_elementwise for op in ELEMENTWISE},
+    Op.BROADCAST: _rows_broadcast,
+    Op.RESHAPE: _rows_reshape,
+    Op.TRANSPOSE: _rows_transpose,
+    Op.SLICE: _rows_slice,
+    Op.PAD: _rows_pad,
+    Op.REV: _rows_axis_kept("axes"),
+    Op.CONCATENATE: _rows_concatenate,
+    Op.DOT_GENERAL: _rows_dot,
+    **{op: _rows_axis_kept("axes") for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
+                                              Op.REDUCE_MIN)},
+}
+
+
+def pixel_rows(graph: Graph, pixels: int) -> dict[Node, bool]:
+    """For every node: True when it carries the pixel rows at axis 0 (row i
+    from row i of the pixel inputs, or the same for every row), False when
+    it has no pixel axis. Raises ``BlockError`` for a graph that is not
+    row-independent."""
+    rows: dict[Node, bool] = {}
+    for node in graph.nodes:
+        if node.op is Op.INPUT:
+            rows[node] = node.aval.ndim >= 1 and node.aval.shape[0] == pixels
+            continue
+        operand_rows = [rows[x] for x in node.inputs]
+        if any(operand_rows):
+            problem = ROWS[node.op](node, operand_rows, pixels)
+            if problem is not None:
+                raise _refuse(node, problem)
+            rows[node] = True
+        else:
+            rows[node] = _uniform_rows(node, pixels)
+    return rows
+
+
+def _uniform_rows(node: Node, pixels: int) -> bool:
+    """A broadcast of a value without a pixel axis onto one: every row is the
+    same, so it is a pixel-row value like any other."""
+    if node.op is not Op.BROADCAST or node.aval.shape[:1] != (pixels,):
+        return False
+    dims, operand = node.attrs["dims"], node.inputs[0].aval
+    return not (dims[:1] == (0,) and operand.shape[:1] == (pixels,))
+
+
+# The attributes that carry the row count, per op, rewritten for n rows.
+_RESIZE = {
+    Op.INPUT: lambda a, n, node: {"aval": Aval((n, *a["aval"].shape[1:]), a["aval"].dtype)},
+    Op.BROADCAST: lambda a, n, node: {"shape": (n, *a["shape"][1:])},
+    Op.RESHAPE: lambda a, n, node: {"shape": (n, *a["shape"][1:])},
+    Op.SLICE: lambda a, n, node: {"limit": (n, *a["limit"][1:])},
+}
+
+
+def resize_rows(graph: Graph, rows: dict[Node, bool], n: int) -> Graph:
+    """``graph`` for ``n`` pixel rows: pixel-row nodes get their row-count
+    attributes rewritten and their avals re-derived; every other node
+    (constants included) is kept as it is."""
+    new: dict[Node, Node] = {}
+    for node in graph.nodes:
+        inputs = tuple(new[x] for x in node.inputs)
+        if not rows[node] and inputs == node.inputs:
+            new[node] = node
+            continue
+        attrs = node.attrs
+        if rows[node] and node.op in _RESIZE:
+            attrs = Attrs(dict(attrs) | _RESIZE[node.op](attrs, n, node))
+        aval = SHAPE[node.op](*(x.aval for x in inputs), **attrs)
+        new[node] = Node(node.op, inputs, attrs, aval, node.where)
+    return Graph(tuple(new[x] for x in graph.inputs), tuple(new[x] for x in graph.nodes),
+                 tuple(new[x] for x in graph.outputs), graph.input_names, graph.name)
+
+
+class BlockRunner:
+    """Calls a compiled function ``block`` pixel rows at a time: pixel inputs
+    are sliced (views, no copy), each block runs the same program resized to
+    its rows, and results are written into outputs allocated once for the
+    whole call. Outputs without a pixel axis are the same in every block and
+    are taken from the first."""
+
+    def __init__(self, compiled, block: int):
+        if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+            raise ValueError(f"block must be a positive number of pixel rows, got {block!r}")
+        self.compiled = compiled
+        self.block = block
+        self.graph = compiled.graph
+        self.pixels = pixel_count(self.graph)
+        self.rows = pixel_rows(self.graph, self.pixels) if self.pixels else {}
+        self._executables = {self.pixels: compiled.executable}
+
+    def executable(self, n: int):
+        """The strategy's executable for ``n`` pixel rows."""
+        if n not in self._executables:
+            graph = resize_rows(self.graph, self.rows, n)
+            strategy = self.compiled.lowered.strategy
+            accepted = plan(graph, strategy.profile)
+            self._executables[n] = strategy.build(accepted, self.compiled.lowered.jitted.options)
+        return self._executables[n]
+
+    def __call__(self, *arrays):
+        if self.pixels is None or self.pixels <= self.block:
+            return self.compiled.executable(*arrays)
+        graph = self.graph
+        pixel_in = [self.rows[x] for x in graph.inputs]
+        outs = [np.empty(x.aval.shape, x.aval.dtype) if self.rows[x] else None
+                for x in graph.outputs]
+        for start in range(0, self.pixels, self.block):
+            stop = min(self.pixels, start + self.block)
+            args = [a[start:stop] if p else a for a, p in zip(arrays, pixel_in)]
+            for k, value in enumerate(self.executable(stop - start)(*args)):
+                if outs[k] is None:
+                    outs[k] = value
+                elif self.rows[graph.outputs[k]]:
+                    outs[k][start:stop] = value
+        return tuple(outs)

@@ -1,0 +1,85 @@
+"""Extension points that layers above ``backends`` fill in.
+
+``jit`` lives here but sizing lives in ``isokernel.deploy``, which sits above
+it and may not be imported from it. So ``deploy`` installs its functions at
+import time (``import isokernel`` does that), and ``jit`` calls whatever is
+installed:
+
+- a *block planner* ``fn(compiled, requested) -> BlockChoice`` answers
+  ``jit(..., block="auto")`` (and records an explicit ``block=<rows>``);
+- *report lines* ``fn(compiled) -> [(key, text)]`` extend ``compiled.report()``;
+- *measure probes* ``fn(compiled, arrays)`` run beside ``compiled.measure()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BlockChoice:
+    """Pixel rows per block (None: run the call whole) and the decision as
+    one line with its terms and their sources."""
+
+    block: int | None
+    line: str
+
+
+NO_PLANNER = ("jit(block='auto') needs a block planner and none is installed; import "
+              "isokernel.deploy (plain `import isokernel` does), or pass an explicit "
+              "block=<pixel rows>")
+
+_PLANNER: list[Callable | None] = [None]
+_REPORT_LINES: list[Callable] = []
+_PROBES: list[Callable] = []
+
+
+def install_block_planner(fn: Callable | None) -> Callable | None:
+    """Install ``fn`` as the block planner; returns the one it replaces."""
+    previous, _PLANNER[0] = _PLANNER[0], fn
+    return previous
+
+
+def install_report_lines(fn: Callable) -> None:
+    if fn not in _REPORT_LINES:
+        _REPORT_LINES.append(fn)
+
+
+def install_measure_probe(fn: Callable) -> None:
+    if fn not in _PROBES:
+        _PROBES.append(fn)
+
+
+def check_block(block) -> None:
+    """``block`` is None, ``"auto"`` (with a planner installed) or a positive
+    number of pixel rows."""
+    if block is None:
+        return
+    if block == "auto":
+        if _PLANNER[0] is None:
+            raise RuntimeError(NO_PLANNER)
+        return
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+        raise ValueError(f"block must be None, 'auto' or a positive number of pixel rows, "
+                         f"got {block!r}")
+
+
+def choose_block(compiled, requested) -> BlockChoice | None:
+    """The block decision for ``compiled``; an explicit number wins verbatim."""
+    if requested is None:
+        return None
+    check_block(requested)
+    planner = _PLANNER[0]
+    if planner is None:
+        return BlockChoice(requested, f"block {requested} pixel rows (operator override)")
+    return planner(compiled, requested)
+
+
+def report_lines(compiled) -> list[tuple[str, str]]:
+    return [line for fn in _REPORT_LINES for line in fn(compiled)]
+
+
+def run_probes(compiled, arrays) -> None:
+    for fn in _PROBES:
+        fn(compiled, arrays)

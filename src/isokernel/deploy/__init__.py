@@ -1,0 +1,35 @@
+"""Deployment sizing: the model's memory shape and arithmetic intensity per
+strategy, computed from its graph; the platform's budget, asked with its
+provenance; and the solver that combines them, announcing each decision on
+one line. Importing this package installs its block planner, report lines
+and measured probe into ``jit`` (``import isokernel`` does so)."""
+
+from ..backends import hooks as _hooks
+from .budget import HostBudget, gpu_free_memory, host_budget
+from .cost import COST, KNEES, Intensity, Knee, flops, intensity, roofline_knee
+from .plan import (
+    BUDGET_FRACTION,
+    BudgetError,
+    block_decision,
+    plan_block,
+    probe,
+    probe_of,
+    report_lines,
+    sizing,
+)
+from .probe import Probe, measure_device, measure_host
+from .shape import STRATEGY_MODELS, TILE_ROWS, MemoryShape, StrategyModel, memory_shape
+from .solver import Decision, block_concurrency, largest_block, shard_tasks
+
+_hooks.install_block_planner(plan_block)
+_hooks.install_report_lines(report_lines)
+_hooks.install_measure_probe(probe)
+
+__all__ = [
+    "BUDGET_FRACTION", "COST", "KNEES", "STRATEGY_MODELS", "TILE_ROWS", "BudgetError",
+    "Decision", "HostBudget", "Intensity", "Knee", "MemoryShape", "Probe", "StrategyModel",
+    "block_concurrency", "block_decision", "flops", "gpu_free_memory", "host_budget",
+    "intensity", "largest_block", "measure_device", "measure_host", "memory_shape",
+    "plan_block", "probe", "probe_of", "report_lines", "roofline_knee", "shard_tasks",
+    "sizing",
+]

@@ -1,0 +1,158 @@
+"""Arithmetic intensity per strategy: flops over bytes moved.
+
+``COST`` gives each op's floating-point operations for one node. IEEE basic
+operations (+ − × ÷ sqrt, comparisons, min/max, select, rounding) count 1
+per result element. A transcendental counts the basic operations of the
+range reduction and polynomial a typical libm evaluates — a convention, not
+a measurement, stated here so every figure can be recomputed:
+
+    exp, exp2, expm1, log, log2, log10, log1p, cbrt      10
+    sinh, cosh, tanh                                       12   (an exp and a few ops)
+    sin, cos, arcsin, arccos, arctan                       15   (reduction + polynomial)
+    arcsinh, arccosh, arctanh                              15   (a log and a sqrt)
+    tan, pow, arctan2                                      20   (pow = log, ×, exp)
+
+Layout ops and casts move data and count 0; reductions count one operation
+per element reduced; ``dot_general`` counts 2·K per result element.
+
+Bytes moved depend on the strategy (``STRATEGY_MODELS``): *eager* — every
+non-view result is written to memory and every operand read back from it
+(a view reads the storage it views; a broadcast scalar is read once);
+*fused* — inputs and outputs only, constants once, every intermediate in a
+register (``threads`` counts here too: its tiles keep intermediates in cache,
+so memory traffic is its inputs and outputs).
+
+The roofline knee (peak flops / memory bandwidth) is printed beside the
+intensity when the device is in ``KNEES``: below the knee a kernel is
+memory-bound, above it compute-bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..backends.liveness import VIEW_OPS
+from ..ir import Graph, Node, Op
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
+from .shape import STRATEGY_MODELS
+
+_WEIGHT = {
+    **{op: 10 for op in (Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
+                         Op.CBRT)},
+    **{op: 12 for op in (Op.SINH, Op.COSH, Op.TANH)},
+    **{op: 15 for op in (Op.SIN, Op.COS, Op.ASIN, Op.ACOS, Op.ATAN, Op.ASINH, Op.ACOSH,
+                         Op.ATANH)},
+    **{op: 20 for op in (Op.TAN, Op.POW, Op.ATAN2)},
+    Op.FLOORDIV: 2,  # divide, floor
+    Op.REM: 3,  # divide, floor, multiply-subtract
+    Op.CAST: 0,
+}
+
+
+def _per_element(weight: int):
+    return lambda node: weight * node.aval.size
+
+
+def _reduce(node: Node) -> int:
+    return node.inputs[0].aval.size
+
+
+def _dot(node: Node) -> int:
+    a = node.inputs[0].aval
+    k = math.prod(a.shape[i] for i in node.attrs["contract"][0])
+    return 2 * k * node.aval.size
+
+
+# Floating-point operations of one node.
+COST = {
+    Op.INPUT: _per_element(0),
+    Op.CONST: _per_element(0),
+    **{op: _per_element(_WEIGHT.get(op, 1)) for op in ELEMENTWISE},
+    **{op: _per_element(0) for op in LAYOUT},
+    **{op: _reduce for op in REDUCE},
+    Op.DOT_GENERAL: _dot,
+}
+
+
+def flops(graph: Graph) -> int:
+    return sum(COST[node.op](node) for node in graph.nodes)
+
+
+def eager_bytes(graph: Graph) -> int:
+    """Every non-view result written once, every operand's storage read."""
+    total = 0
+    for node in graph.nodes:
+        if node.op in (Op.INPUT, Op.CONST) or node.op in VIEW_OPS:
+            continue
+        read = {_viewed(x) for x in node.inputs}
+        total += node.aval.nbytes + sum(x.aval.nbytes for x in read)
+    return total
+
+
+def _viewed(node: Node) -> Node:
+    """The value whose storage a view reads (itself if not a view)."""
+    while node.op in VIEW_OPS:
+        node = node.inputs[0]
+    return node
+
+
+def fused_bytes(graph: Graph) -> int:
+    ends = {*graph.inputs, *graph.outputs, *graph.consts()}
+    return sum(x.aval.nbytes for x in ends)
+
+
+@dataclass(frozen=True)
+class Intensity:
+    strategy: str
+    traffic: str
+    flops: int
+    bytes: int
+
+    @property
+    def value(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    def __str__(self) -> str:
+        return f"{self.value:.3g} flop/B ({self.traffic}: {self.flops} flop / {self.bytes} B)"
+
+
+def intensity(graph: Graph, strategy: str) -> Intensity:
+    traffic = STRATEGY_MODELS[strategy].traffic
+    moved = eager_bytes(graph) if traffic == "eager" else fused_bytes(graph)
+    return Intensity(strategy, traffic, flops(graph), moved)
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Peak flops over memory bandwidth, from the vendor's data sheet."""
+
+    flop_per_byte: float
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.flop_per_byte:.3g} flop/B ({self.source})"
+
+
+# device name fragment -> (FP32 TFLOP/s, FP64 TFLOP/s, memory TB/s), data-sheet peaks
+KNEES = {
+    "H200": (67.0, 34.0, 4.8),
+    "H100 SXM": (67.0, 34.0, 3.35),
+    "H100 PCIe": (51.0, 26.0, 2.0),
+    "A100-SXM4-80GB": (19.5, 9.7, 2.039),
+    "A100": (19.5, 9.7, 1.555),
+    "V100": (15.7, 7.8, 0.9),
+    "L4": (30.3, 0.49, 0.3),
+    "T4": (8.1, 0.25, 0.32),
+}
+
+
+def roofline_knee(device_name: str | None, double: bool = False) -> Knee | None:
+    """The knee of a known device (FP64 peak when ``double``), else None."""
+    for fragment, (fp32, fp64, bandwidth) in KNEES.items():
+        if device_name and fragment.lower() in device_name.lower():
+            peak = fp64 if double else fp32
+            kind = "FP64" if double else "FP32"
+            return Knee(peak / bandwidth, f"{fragment} data sheet: {peak} TFLOP/s {kind} / "
+                                          f"{bandwidth} TB/s")
+    return None

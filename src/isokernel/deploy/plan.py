@@ -1,0 +1,153 @@
+"""Sizing a compiled function: the block planner behind ``jit(block="auto")``,
+the sizing line of the report, the report's deploy lines and the measured
+probe that runs beside ``compiled.measure()``. ``isokernel.deploy`` installs
+these into ``backends`` (which cannot import this layer) at import time."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..backends.blocks import pixel_count
+from ..backends.hooks import BlockChoice
+from ..backends.platform import Figure
+from ..ir import Graph, IsokernelError
+from .budget import HostBudget, host_budget
+from .cost import intensity, roofline_knee
+from .probe import Probe, measure_device, measure_host
+from .shape import STRATEGY_MODELS, MemoryShape, memory_shape, pixel_io_bytes
+from .solver import Decision, block_concurrency, largest_block, shard_tasks
+
+# jit(block="auto") plans against this share of the memory headroom: the eager
+# shape is a lower bound, and the process allocates besides the model.
+BUDGET_FRACTION = 0.8
+
+_PROBES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class BudgetError(IsokernelError, MemoryError):
+    """Not even one pixel row fits the memory budget."""
+
+
+def _usable(memory: Figure) -> Figure:
+    return Figure(int(memory.value * BUDGET_FRACTION),
+                  f"{BUDGET_FRACTION:.0%} of {memory.source}")
+
+
+def _working(shape: MemoryShape, graph: Graph) -> MemoryShape:
+    """A block's own bytes: its pixel inputs are views of the caller's
+    arrays, which the budget's usage figure already counts."""
+    in_row, _ = pixel_io_bytes(graph)
+    return MemoryShape(shape.strategy, shape.fixed, max(shape.per_element - in_row, 0),
+                       shape.pixels, shape.max_live,
+                       f"{shape.basis}, less the pixel inputs (views of the caller's arrays)")
+
+
+def block_decision(graph: Graph, strategy: str, budget: HostBudget,
+                   override: int | None = None) -> Decision:
+    """Pixel rows per block for one call; the whole call when it fits."""
+    shape = _working(memory_shape(graph, strategy), graph)
+    memory = _usable(budget.memory)
+    if override is None and shape.bytes() <= memory.value:
+        return largest_block(shape, memory, Figure(0, "nothing resident: one block"))
+    _, out_row = pixel_io_bytes(graph)
+    resident = Figure(out_row * (shape.pixels or 0), "outputs allocated once for the call")
+    return largest_block(shape, memory, resident, override)
+
+
+def plan_block(compiled, requested) -> BlockChoice:
+    """The block planner installed for ``jit(block=...)``."""
+    graph, strategy = compiled.graph, compiled.lowered.strategy.name
+    if pixel_count(graph) is None:
+        return BlockChoice(None, "no input has a pixel axis: the call runs whole")
+    override = None if requested == "auto" else requested
+    decision = block_decision(graph, strategy, host_budget(gpu=False), override)
+    if decision.value is None:
+        raise BudgetError(f"jit({graph.name}, block='auto'): {decision.line}")
+    block = None if decision.value >= pixel_count(graph) else decision.value
+    return BlockChoice(block, decision.line)
+
+
+def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:
+    """The sizing decision for calls of this shape under ``strategy``: shards
+    for the multi-threaded CPU strategies, concurrent blocks of this size for
+    the eager CPU one, the largest block on a GPU."""
+    model = STRATEGY_MODELS[strategy]
+    shape = memory_shape(graph, strategy, workers=budget.cpus.value)
+    consts = sum(n.aval.nbytes for n in graph.consts())
+    at = f"P={shape.pixels}" if shape.pixels else "no pixel axis"
+    at_p = f"{strategy} bytes({at}) = {shape.formula()}, {shape.basis}"
+    if model.device == "cuda":
+        memory = budget.gpu or Figure(0, f"no GPU: {budget.gpu_reason}")
+        return largest_block(shape, memory, Figure(0, "nothing resident"))
+    if model.memory == "eager":
+        per_block = Figure(shape.bytes() - consts, at_p)
+        return block_concurrency(per_block, Figure(consts, "constants, shared"),
+                                 budget.memory, budget.cpus)
+    io = memory_shape(graph, "native") if model.memory == "fused" else shape
+    scratch = shape.fixed - io.fixed if model.memory == "tiled" else 0
+    resident = Figure(shape.bytes() - scratch, at_p)
+    per_shard = Figure(scratch // max(budget.cpus.value, 1), "one worker's tile scratch")
+    return shard_tasks(resident, per_shard, budget.memory, budget.cpus)
+
+
+def _intensity_line(graph: Graph, strategy: str, budget: HostBudget) -> str:
+    chosen = intensity(graph, strategy)
+    others = {t: intensity(graph, n) for n, t in (("reference", "eager"),
+                                                   ("cuda-megakernel", "fused"))}
+    double = any(x.aval.dtype == np.float64 for x in graph.inputs)
+    knee = roofline_knee(budget.gpu_name, double)
+    where = (f"roofline knee {knee}" if knee is not None else
+             f"roofline knee not known for {STRATEGY_MODELS[strategy].device}"
+             + (f" ({budget.gpu_name} not in the table)" if budget.gpu_name else ""))
+    rest = "; ".join(f"{t} {x.value:.3g}" for t, x in others.items() if t != chosen.traffic)
+    return f"{strategy} {chosen}; {rest}; {where}"
+
+
+def report_lines(compiled) -> list[tuple[str, str]]:
+    """The deploy lines of ``compiled.report()``."""
+    graph, strategy = compiled.graph, compiled.lowered.strategy.name
+    budget = host_budget()
+    shapes = {n: memory_shape(graph, n, workers=budget.cpus.value) for n in STRATEGY_MODELS}
+    lines = [("memory", f"{strategy}: {shapes[strategy]}")]
+    lines += [("", f"{n}: {s}") for n, s in shapes.items() if n != strategy]
+    lines += [("intensity", _intensity_line(graph, strategy, budget)),
+              ("maxLive", f"{shapes['reference'].max_live} buffers (maxLiveNodes, tape order "
+                          f"with last-use release)"),
+              ("budget", str(budget)),
+              ("sizing", sizing(graph, strategy, budget).line),
+              ("max block", block_decision(graph, strategy, budget).line
+               if pixel_count(graph) else "no input has a pixel axis: calls run whole")]
+    if compiled.block_choice is not None:
+        lines.append(("blocks", compiled.block_choice.line))
+    if compiled in _PROBES:
+        lines.append(("probe", str(_PROBES[compiled])))
+    return lines
+
+
+def probe(compiled, arrays) -> Probe:
+    """Run one real block (the first, or the whole call when it is not
+    chunked) and record its measured peak beside the static shape."""
+    graph, strategy = compiled.graph, compiled.lowered.strategy.name
+    pixels = pixel_count(graph)
+    rows = compiled.blocks.block if compiled.blocks is not None else pixels
+    run, args = compiled.executable, list(arrays)
+    if compiled.blocks is not None and rows < pixels:
+        pixel_in = [compiled.blocks.rows[x] for x in graph.inputs]
+        args = [a[:rows] if p else a for a, p in zip(arrays, pixel_in)]
+        run = compiled.blocks.executable(rows)
+    static = memory_shape(graph, strategy).bytes(rows)
+    if STRATEGY_MODELS[strategy].device == "cuda":
+        found = Probe(rows, static, None, None, measure_device(lambda: run(*args)))
+    else:
+        in_bytes = sum(np.asarray(a).nbytes for a in args)
+        traced, rss, reason = measure_host(lambda: run(*args), in_bytes)
+        found = Probe(rows, static, traced, rss, rss_reason=reason)
+    _PROBES[compiled] = found
+    return found
+
+
+def probe_of(compiled) -> Probe | None:
+    """The last probe taken of ``compiled`` (by ``compiled.measure()``)."""
+    return _PROBES.get(compiled)

@@ -1,0 +1,154 @@
+"""The memory shape of a model per strategy: bytes(P) = fixed + per_element·P.
+
+Memory is affine in the pixel count P for every strategy, and both terms
+fall out of the recorded graph:
+
+- *eager* (``reference``, ``cuda-eager``, ``cuda-fused``): the peak of
+  simultaneously live buffers when the graph runs in tape order, each buffer
+  freed after its last consumer — the walk ``backends.liveness`` already
+  does (maxLiveNodes × bytes). The walk is taken at P and again with every
+  pixel-axis buffer weighed at 2P; the difference is the per-element term.
+  This is a **lower bound**: it assumes a buffer is gone the moment its last
+  consumer ran and that NumPy makes no temporaries of its own, and a driver
+  that loops a step holds its carry across iterations. ``cuda-fused`` only
+  removes intermediates, so the eager shape bounds it from above.
+- *fused* (``native``, ``cuda-megakernel``): every intermediate lives in a
+  register, so only the inputs and outputs scale with P; constants (tables)
+  are charged once.
+- *tiled* (``threads``): the caller's inputs and preallocated outputs, plus
+  per worker the eager working set of one cache-sized tile of ``TILE_ROWS``
+  rows (a fixed term).
+
+``threads`` and ``native`` add their *marshaling columns*: one contiguous
+copy of each pixel input, which they make when the caller's array is strided
+or of another byte order; it is charged always, so a strided caller cannot
+overrun a budget sized on the static shape.
+
+A buffer scales with P when its leading dimension is P (the largest leading
+dimension of the inputs); everything else is fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backends import static_liveness
+from ..backends.blocks import pixel_count
+from ..backends.liveness import format_bytes
+from ..ir import Graph, Node
+
+TILE_ROWS = 4096  # rows per threads tile, the planning assumption until threads states its own
+
+
+@dataclass(frozen=True)
+class StrategyModel:
+    """How one strategy uses memory and moves bytes."""
+
+    memory: str  # "eager", "tiled" or "fused"
+    traffic: str  # "eager" (every intermediate round-trips memory) or "fused"
+    marshal: bool  # adds one contiguous copy of each pixel input
+    device: str
+
+
+# The one table of per-strategy models; every strategy name has a row, whether
+# or not this version implements it yet.
+STRATEGY_MODELS = {
+    "reference": StrategyModel("eager", "eager", False, "cpu"),
+    "threads": StrategyModel("tiled", "fused", True, "cpu"),
+    "native": StrategyModel("fused", "fused", True, "cpu"),
+    "cuda-eager": StrategyModel("eager", "eager", False, "cuda"),
+    "cuda-fused": StrategyModel("eager", "eager", False, "cuda"),
+    "cuda-megakernel": StrategyModel("fused", "fused", False, "cuda"),
+}
+
+
+@dataclass(frozen=True)
+class MemoryShape:
+    """bytes(P) = fixed + per_element·P for one strategy, with its basis."""
+
+    strategy: str
+    fixed: int
+    per_element: int
+    pixels: int | None  # the P the graph was recorded at
+    max_live: int | None  # maxLiveNodes of the eager walk, where one was taken
+    basis: str
+
+    def bytes(self, pixels: int | None = None) -> int:
+        p = self.pixels if pixels is None else pixels
+        return self.fixed + self.per_element * (p or 0)
+
+    def formula(self) -> str:
+        return f"{format_bytes(self.fixed)} + {self.per_element} B·P"
+
+    def __str__(self) -> str:
+        at = f" = {format_bytes(self.bytes())} at P={self.pixels}" if self.pixels else ""
+        return f"bytes(P) = {self.formula()}{at}; {self.basis}"
+
+
+class _Rows:
+    """Per-buffer split into the part that scales with P and the rest."""
+
+    def __init__(self, graph: Graph):
+        self.pixels = pixel_count(graph)
+
+    def per_row(self, node: Node) -> int:
+        if self.pixels and node.aval.shape[:1] == (self.pixels,):
+            return node.aval.nbytes // self.pixels
+        return 0
+
+    def fixed(self, node: Node) -> int:
+        return node.aval.nbytes - self.per_row(node) * (self.pixels or 0)
+
+    def split(self, nodes) -> tuple[int, int]:
+        return sum(self.fixed(n) for n in nodes), sum(self.per_row(n) for n in nodes)
+
+
+def _eager(graph: Graph, rows: _Rows) -> tuple[int, int, int]:
+    """(fixed, per_element, maxLiveNodes) of the tape-order live-buffer peak."""
+    at_p = static_liveness(graph)
+    if not rows.pixels:
+        return at_p.peak_bytes + at_p.const_bytes, 0, at_p.peak_buffers
+    at_2p = static_liveness(graph, nbytes=lambda n: n.aval.nbytes + rows.per_row(n) * rows.pixels)
+    per = (at_2p.peak_bytes - at_p.peak_bytes) // rows.pixels
+    fixed = at_p.peak_bytes - per * rows.pixels + at_p.const_bytes
+    return fixed, per, at_p.peak_buffers
+
+
+def _io(graph: Graph, rows: _Rows) -> tuple[int, int]:
+    ends = {*graph.inputs, *graph.outputs}
+    fixed, per = rows.split(ends)
+    return fixed + sum(n.aval.nbytes for n in graph.consts()), per
+
+
+def _marshal(graph: Graph, rows: _Rows) -> int:
+    return sum(rows.per_row(x) for x in graph.inputs)
+
+
+def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
+    """The memory shape of ``graph`` under ``strategy`` (``workers``: threads
+    running tiles at once, for the tiled model)."""
+    model = STRATEGY_MODELS[strategy]
+    rows = _Rows(graph)
+    eager_fixed, eager_per, live = _eager(graph, rows)
+    if model.memory == "eager":
+        fixed, per = eager_fixed, eager_per
+        basis = f"eager peak of {live} live buffers in tape order (a lower bound)"
+    else:
+        fixed, per = _io(graph, rows)
+        basis = "fused: inputs + outputs, constants once"
+        if model.memory == "tiled":
+            scratch = workers * TILE_ROWS * max(eager_per - _marshal(graph, rows), 0)
+            fixed += scratch
+            basis = (f"tiled: inputs + outputs + {workers} worker(s) × {TILE_ROWS}-row tile "
+                     f"scratch {format_bytes(scratch)}")
+    if model.marshal:
+        per += _marshal(graph, rows)
+        basis += " + marshaling columns (a copy of each pixel input)"
+    return MemoryShape(strategy, fixed, per, rows.pixels, live, basis)
+
+
+def pixel_io_bytes(graph: Graph) -> tuple[int, int]:
+    """Bytes per pixel row of the pixel inputs and of the pixel outputs."""
+    rows = _Rows(graph)
+    return (sum(rows.per_row(x) for x in graph.inputs),
+            sum(rows.per_row(x) for x in set(graph.outputs)))

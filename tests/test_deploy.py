@@ -318,3 +318,13 @@ def test_sizing_shapes_per_strategy():
     assert deploy.sizing(graph, "native", budget).value == 4
     gpu = deploy.sizing(graph, "cuda-megakernel", budget)
     assert gpu.value is None and "no GPU" in gpu.line
+
+
+def test_gpu_strategies_plan_against_device_memory():
+    graph = graph_of(_chain, X)  # eager: 8 B + 24 B/row; a block holds 16 B/row beside x
+    budget = HostBudget(Figure(4, "affinity"), Figure(GIB, "cgroup"),
+                        Figure(15_000, "cudaMemGetInfo free"), "NVIDIA H200")
+    found = deploy.block_decision(graph, "cuda-eager", budget)
+    expected = (int(15_000 * deploy.BUDGET_FRACTION) - 8 * P - 8) // 16
+    assert found.value == expected == 249 and "cudaMemGetInfo free" in found.line
+    assert deploy.block_decision(graph, "reference", budget).value == P

@@ -21,16 +21,18 @@ def _parser() -> argparse.ArgumentParser:
                    description="List every execution strategy, whether it can run on this "
                                "machine (or exactly why not), and its contract.")
     report = sub.add_parser(
-        "report", help="graph, capsules and live-buffer peak of a model function",
+        "report", help="graph, capsules, memory shape and sizing of a model function",
         description="Record MODULE:FUNCTION for the given input shapes and print its graph, "
-                    "the capsules that run it, and its live-buffer peak.")
+                    "the capsules that run it, its live-buffer peak, memory shape, "
+                    "arithmetic intensity and sizing decision, and (unless --no-run) the "
+                    "measured peak of a real run beside the static shape.")
     report.add_argument("target", metavar="MODULE:FUNCTION",
                         help="e.g. isokernel.models.tau_omega:tau_omega or model.py:forward")
     report.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS:DTYPE",
                         help="an input, e.g. mv=1000000:float32 (repeat per input)")
     report.add_argument("--strategy", default="auto", help="strategy to plan for (default auto)")
     report.add_argument("--no-run", action="store_true",
-                        help="skip the measured run (static liveness only)")
+                        help="skip the measured run (static figures only)")
     demo = sub.add_parser("demo", help="a model on every available strategy, with parity",
                           description="Run a small pointwise model on every available "
                                       "strategy and print a parity and speed table.")

@@ -35,6 +35,13 @@ def _usable(memory: Figure) -> Figure:
                   f"{BUDGET_FRACTION:.0%} of {memory.source}")
 
 
+def _memory_for(strategy: str, budget: HostBudget) -> Figure:
+    """Host memory for CPU strategies, free device memory for GPU ones."""
+    if STRATEGY_MODELS[strategy].device == "cpu":
+        return budget.memory
+    return budget.gpu or Figure(0, f"no GPU: {budget.gpu_reason}")
+
+
 def _working(shape: MemoryShape, graph: Graph) -> MemoryShape:
     """A block's own bytes: its pixel inputs are views of the caller's
     arrays, which the budget's usage figure already counts."""
@@ -48,7 +55,7 @@ def block_decision(graph: Graph, strategy: str, budget: HostBudget,
                    override: int | None = None) -> Decision:
     """Pixel rows per block for one call; the whole call when it fits."""
     shape = _working(memory_shape(graph, strategy), graph)
-    memory = _usable(budget.memory)
+    memory = _usable(_memory_for(strategy, budget))
     if override is None and shape.bytes() <= memory.value:
         return largest_block(shape, memory, Figure(0, "nothing resident: one block"))
     _, out_row = pixel_io_bytes(graph)
@@ -62,7 +69,8 @@ def plan_block(compiled, requested) -> BlockChoice:
     if pixel_count(graph) is None:
         return BlockChoice(None, "no input has a pixel axis: the call runs whole")
     override = None if requested == "auto" else requested
-    decision = block_decision(graph, strategy, host_budget(gpu=False), override)
+    on_gpu = STRATEGY_MODELS[strategy].device == "cuda"
+    decision = block_decision(graph, strategy, host_budget(gpu=on_gpu), override)
     if decision.value is None:
         raise BudgetError(f"jit({graph.name}, block='auto'): {decision.line}")
     block = None if decision.value >= pixel_count(graph) else decision.value
@@ -79,8 +87,7 @@ def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:
     at = f"P={shape.pixels}" if shape.pixels else "no pixel axis"
     at_p = f"{strategy} bytes({at}) = {shape.formula()}, {shape.basis}"
     if model.device == "cuda":
-        memory = budget.gpu or Figure(0, f"no GPU: {budget.gpu_reason}")
-        return largest_block(shape, memory, Figure(0, "nothing resident"))
+        return largest_block(shape, _memory_for(strategy, budget), Figure(0, "nothing resident"))
     if model.memory == "eager":
         per_block = Figure(shape.bytes() - consts, at_p)
         return block_concurrency(per_block, Figure(consts, "constants, shared"),

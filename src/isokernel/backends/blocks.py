@@ -214,14 +214,22 @@ class BlockRunner:
             return self.compiled.executable(*arrays)
         graph = self.graph
         pixel_in = [self.rows[x] for x in graph.inputs]
-        outs = [np.empty(x.aval.shape, x.aval.dtype) if self.rows[x] else None
-                for x in graph.outputs]
+        outs = [None] * len(graph.outputs)
         for start in range(0, self.pixels, self.block):
             stop = min(self.pixels, start + self.block)
             args = [a[start:stop] if p else a for a, p in zip(arrays, pixel_in)]
             for k, value in enumerate(self.executable(stop - start)(*args)):
+                node = graph.outputs[k]
                 if outs[k] is None:
-                    outs[k] = value
-                elif self.rows[graph.outputs[k]]:
+                    outs[k] = _empty_like(value, node.aval.shape) if self.rows[node] else value
+                if self.rows[node]:
                     outs[k][start:stop] = value
         return tuple(outs)
+
+
+def _empty_like(value, shape):
+    """An uninitialised array for the whole call, on the block result's device
+    (NumPy for host strategies, the array's own namespace otherwise)."""
+    namespace = getattr(value, "__array_namespace__", None)
+    xp = namespace() if namespace is not None else np
+    return xp.empty(shape, dtype=value.dtype)

@@ -3,10 +3,18 @@
 from isokernel.backends.capsules import lookup
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
+from isokernel.transforms.jvp import JVP, NO_JVP, ZERO_TANGENT
+from isokernel.transforms.transpose import TRANSPOSABLE, TRANSPOSE
+from isokernel.transforms.vmap import BATCH, NO_BATCH
 
 TABLES = {
     "SHAPE": (SHAPE, frozenset()),
     "EVAL": (EVAL, NO_EVAL),
+    # every differentiable op; zero-tangent ops and leaves are exempt
+    "JVP": (JVP, ZERO_TANGENT | NO_JVP),
+    # linear ops only: everything that is not (linear in some operand) is exempt
+    "TRANSPOSE": (TRANSPOSE, frozenset(Op) - TRANSPOSABLE),
+    "BATCH": (BATCH, NO_BATCH),
 }
 
 
@@ -26,3 +34,7 @@ def test_reference_has_a_capsule_per_computing_op():
 def test_exemptions_are_real():
     for name, (table, exempt) in TABLES.items():
         assert not (exempt & set(table)), f"{name} exempts ops it covers"
+
+
+def test_only_linear_ops_have_transpose_rules():
+    assert set(TRANSPOSE) == set(TRANSPOSABLE)

@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, trace_flat
+from ..transforms import prepare_for_execution
 from .devices import Device, device_of, parse_device, require
 from .planning import plan
 from .report import Report
@@ -96,6 +97,7 @@ class Jitted:
         if captures:
             raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
                             f"it as an argument")
+        graph = prepare_for_execution(graph)
         return Lowered(self, graph, key, out_tree, strategy, device)
 
     def _split(self, args, kwargs):

@@ -42,6 +42,53 @@ def _check_like(name: str, what: str, got, want) -> None:
                                        f"{wa.strong()} was expected; match shape and dtype")
 
 
+class Rule:
+    """A derivative rule, traced the first time a transform needs it (a call
+    records only its primal, so a rule may call the function itself). Values
+    the rule closes over are resolved as at the call, and must be operands of
+    the call: its arguments or values its function also closes over."""
+
+    def __init__(self, name: str, trace, operands):
+        self.name = name
+        self._trace = trace
+        self._operands = operands
+        self._builder = current_builder()
+        self._found = None
+
+    def graph(self):
+        """(the rule's graph, the operand index of each value it closes over)."""
+        if self._found is None:
+            with self._builder.active():
+                graph, captures = self._trace()
+            self._found = graph, tuple(self._operand_index(c) for c in captures)
+        return self._found
+
+    def _operand_index(self, captured) -> int:
+        for i, x in enumerate(self._operands):
+            if x is captured:
+                return i
+        raise DifferentiationError(
+            f"the rule of {self.name!r} closes over a traced value that {self.name!r} itself "
+            f"does not use; pass it to {self.name!r} as an argument")
+
+    def __repr__(self) -> str:
+        return f"<rule {self.name}>"
+
+
+class FixedRule:
+    """A rule whose graph is already known (a batched rule)."""
+
+    def __init__(self, name: str, graph, captures: tuple):
+        self.name = name
+        self._found = graph, captures
+
+    def graph(self):
+        return self._found
+
+    def __repr__(self) -> str:
+        return f"<rule {self.name}>"
+
+
 class custom_jvp:  # noqa: N801 - JAX's name
     """``f = custom_jvp(f)``; ``@f.defjvp`` then gives
     ``rule(primals, tangents) -> (primal_out, tangent_out)``, with
@@ -57,22 +104,24 @@ class custom_jvp:  # noqa: N801 - JAX's name
         return jvp
 
     def __call__(self, *args):
+        name = _name(self.fun)
         if self.jvp is None:
-            raise DifferentiationError(f"custom_jvp function {_name(self.fun)!r} has no rule; "
-                                       f"add one with @{_name(self.fun)}.defjvp")
+            raise DifferentiationError(f"custom_jvp function {name!r} has no rule; add one "
+                                       f"with @{name}.defjvp")
         if current_builder() is None:
             return self.fun(*args)
         leaves, in_tree = tree_flatten(args)
-        n = len(leaves)
         fun_graph, out_tree, fun_caps = trace_flat(
-            lambda *xs: self.fun(*tree_unflatten(in_tree, xs)), tuple(leaves),
-            name=_name(self.fun))
-        jvp_graph, _, jvp_caps = trace_flat(self._rule_body(in_tree, n, out_tree),
-                                            (*leaves, *_examples(leaves)),
-                                            name=f"jvp_{_name(self.fun)}")
-        operands = (*leaves, *fun_caps, *jvp_caps)
-        outs = [bind(Op.CUSTOM_JVP_CALL, *operands, fun=fun_graph, jvp=jvp_graph,
-                     num_args=n, index=k) for k in range(len(fun_graph.outputs))]
+            lambda *xs: self.fun(*tree_unflatten(in_tree, xs)), tuple(leaves), name=name)
+        operands = (*leaves, *fun_caps)
+
+        def trace_rule():
+            graph, _, caps = trace_flat(self._rule_body(in_tree, len(leaves), out_tree),
+                                        (*leaves, *_examples(leaves)), name=f"jvp_{name}")
+            return graph, caps
+        rule = Rule(name, trace_rule, operands)
+        outs = [bind(Op.CUSTOM_JVP_CALL, *operands, fun=fun_graph, jvp=rule,
+                     num_args=len(leaves), index=k) for k in range(len(fun_graph.outputs))]
         return tree_unflatten(out_tree, outs)
 
     def _rule_body(self, in_tree, n: int, out_tree):
@@ -113,23 +162,30 @@ class custom_vjp:  # noqa: N801 - JAX's name
         if current_builder() is None:
             return self.fun(*args)
         leaves, in_tree = tree_flatten(args)
-        n = len(leaves)
         fun_graph, out_tree, fun_caps = trace_flat(
             lambda *xs: self.fun(*tree_unflatten(in_tree, xs)), tuple(leaves), name=name)
-        n_out = len(fun_graph.outputs)
-        fwd_graph, _, fwd_caps = trace_flat(self._fwd_body(in_tree, out_tree), tuple(leaves),
-                                            name=f"fwd_{name}")
-        res_examples = _examples_of(fwd_graph.outputs[n_out:])
-        ct_examples = _examples_of(fun_graph.outputs)
-        bwd_graph, _, bwd_caps = trace_flat(
-            self._bwd_body(args, len(res_examples), out_tree), (*res_examples, *ct_examples),
-            name=f"bwd_{name}")
-        operands = (*leaves, *fun_caps, *fwd_caps, *bwd_caps)
-        outs = [bind(Op.CUSTOM_VJP_CALL, *operands, fun=fun_graph, fwd=fwd_graph,
-                     bwd=bwd_graph, num_args=n, index=k) for k in range(n_out)]
+        operands = (*leaves, *fun_caps)
+        res_tree: list = []
+
+        def trace_fwd():
+            graph, _, caps = trace_flat(self._fwd_body(in_tree, out_tree, res_tree),
+                                        tuple(leaves), name=f"fwd_{name}")
+            return graph, caps
+        fwd = Rule(name, trace_fwd, operands)
+
+        def trace_bwd():
+            fwd_graph = fwd.graph()[0]
+            examples = _examples_of(fwd_graph.outputs[len(fun_graph.outputs):]) + \
+                _examples_of(fun_graph.outputs)
+            graph, _, caps = trace_flat(self._bwd_body(args, res_tree, out_tree),
+                                        tuple(examples), name=f"bwd_{name}")
+            return graph, caps
+        bwd = Rule(name, trace_bwd, operands)
+        outs = [bind(Op.CUSTOM_VJP_CALL, *operands, fun=fun_graph, fwd=fwd, bwd=bwd,
+                     num_args=len(leaves), index=k) for k in range(len(fun_graph.outputs))]
         return tree_unflatten(out_tree, outs)
 
-    def _fwd_body(self, in_tree, out_tree):
+    def _fwd_body(self, in_tree, out_tree, res_tree: list):
         name = _name(self.fun)
 
         def body(*xs):
@@ -138,15 +194,17 @@ class custom_vjp:  # noqa: N801 - JAX's name
             if got_tree != out_tree:
                 raise DifferentiationError(f"fwd of {name!r} returned an output of structure "
                                            f"{got_tree}; the function returns {out_tree}")
-            self._res_tree = tree_flatten(residuals)[1]
-            return (*out_leaves, *tree_flatten(residuals)[0])
+            res_leaves, tree = tree_flatten(residuals)
+            res_tree[:] = [tree]
+            return (*out_leaves, *res_leaves)
         return body
 
-    def _bwd_body(self, args, n_res: int, out_tree):
+    def _bwd_body(self, args, res_tree: list, out_tree):
         name = _name(self.fun)
 
         def body(*xs):
-            residuals = tree_unflatten(self._res_tree, xs[:n_res])
+            n_res = res_tree[0].num_leaves
+            residuals = tree_unflatten(res_tree[0], xs[:n_res])
             cts = self.bwd(residuals, tree_unflatten(out_tree, xs[n_res:]))
             if not isinstance(cts, (tuple, list)) or len(cts) != len(args):
                 raise DifferentiationError(f"bwd of {name!r} must return a tuple with one "

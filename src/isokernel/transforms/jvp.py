@@ -129,28 +129,29 @@ _CLOSURE = ("custom derivative of {name!r}: it closes over a value that is being
 
 
 def _custom_jvp_call(operands, tangents, *, fun, jvp, num_args, index):
-    n_fun = len(fun.inputs)
+    """The user's rule, replayed on the primals and (zero-filled) tangents."""
     if any(t is not None for t in tangents[num_args:]):
         raise DifferentiationError(_CLOSURE.format(name=fun.name))
+    rule, captured = jvp.graph()
     args = operands[:num_args]
-    outs = replay(jvp, *args, *_all_or_zeros(args, tangents[:num_args]), *operands[n_fun:])
+    outs = replay(rule, *args, *_all_or_zeros(args, tangents[:num_args]),
+                  *(operands[i] for i in captured))
     return outs[index], outs[len(fun.outputs) + index]
 
 
 def _custom_vjp_call(operands, tangents, *, fun, fwd, bwd, num_args, index):
-    n_fun, n_fwd = len(fun.inputs), len(fwd.inputs) - num_args
+    """fwd now; the tangent is a CUSTOM_LIN node that transposes to bwd."""
     if any(t is not None for t in tangents[num_args:]):
         raise DifferentiationError(_CLOSURE.format(name=fun.name))
+    fwd_graph, fwd_captured = fwd.graph()
+    bwd_graph, bwd_captured = bwd.graph()
     args = operands[:num_args]
-    fwd_caps = operands[n_fun:n_fun + n_fwd]
-    bwd_caps = operands[n_fun + n_fwd:]
-    outs = replay(fwd, *args, *fwd_caps)
-    n_out = len(fun.outputs)
-    residuals = outs[n_out:]
+    outs = replay(fwd_graph, *args, *(operands[i] for i in fwd_captured))
+    residuals = outs[len(fun.outputs):]
     out_avals = tuple(x.aval.strong() for x in fun.outputs)
-    tangent = bind(Op.CUSTOM_LIN, *residuals, *bwd_caps, *_all_or_zeros(args, tangents),
-                   bwd=bwd, name=fun.name, out_avals=out_avals, num_res=len(residuals),
-                   num_args=num_args, index=index)
+    tangent = bind(Op.CUSTOM_LIN, *residuals, *(operands[i] for i in bwd_captured),
+                   *_all_or_zeros(args, tangents), bwd=bwd_graph, name=fun.name,
+                   out_avals=out_avals, num_res=len(residuals), num_args=num_args, index=index)
     return outs[index], tangent
 
 

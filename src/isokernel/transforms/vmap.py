@@ -19,6 +19,7 @@ from ..ir.ops import BINARY, UNARY
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
+from .custom import FixedRule
 from .graphs import const, replay_node, retrace, scalar
 
 
@@ -139,23 +140,30 @@ def _summed_for(graph: Graph, arg_dims: tuple) -> Graph:
 
 
 def _custom_jvp_call(args, bdims, *, fun, jvp, num_args, index):
-    size, n_fun = _size(args, bdims), len(fun.inputs)
+    size = _size(args, bdims)
     arg_dims = tuple(bdims[:num_args])
-    fun_b = batched_subgraph(fun, tuple(bdims[:n_fun]), size)
-    jvp_b = batched_subgraph(jvp, arg_dims + arg_dims + tuple(bdims[n_fun:]), size)
-    return bind(Op.CUSTOM_JVP_CALL, *args, fun=fun_b, jvp=jvp_b, num_args=num_args,
+    rule, captured = jvp.graph()
+    rule_dims = arg_dims + arg_dims + tuple(bdims[i] for i in captured)
+    rule_b = FixedRule(jvp.name, batched_subgraph(rule, rule_dims, size), captured)
+    fun_b = batched_subgraph(fun, tuple(bdims), size)
+    return bind(Op.CUSTOM_JVP_CALL, *args, fun=fun_b, jvp=rule_b, num_args=num_args,
                 index=index), 0
 
 
 def _custom_vjp_call(args, bdims, *, fun, fwd, bwd, num_args, index):
-    size, n_fun = _size(args, bdims), len(fun.inputs)
-    n_fwd = len(fwd.inputs) - num_args
+    """Batched fwd and bwd; bwd's cotangents for unbatched arguments are
+    summed over the batch."""
+    size = _size(args, bdims)
     arg_dims = tuple(bdims[:num_args])
-    fun_b = batched_subgraph(fun, tuple(bdims[:n_fun]), size)
-    fwd_b = batched_subgraph(fwd, arg_dims + tuple(bdims[n_fun:n_fun + n_fwd]), size)
-    n_res_ct = len(fwd.outputs)  # residuals and output cotangents, all batched
-    bwd_dims = (0,) * n_res_ct + tuple(bdims[n_fun + n_fwd:])
-    bwd_b = _summed_for(batched_subgraph(bwd, bwd_dims, size), arg_dims)
+    fwd_graph, fwd_captured = fwd.graph()
+    bwd_graph, bwd_captured = bwd.graph()
+    fwd_dims = arg_dims + tuple(bdims[i] for i in fwd_captured)
+    fwd_b = FixedRule(fwd.name, batched_subgraph(fwd_graph, fwd_dims, size), fwd_captured)
+    n_res_ct = len(fwd_graph.outputs)  # residuals and output cotangents, all batched
+    bwd_dims = (0,) * n_res_ct + tuple(bdims[i] for i in bwd_captured)
+    bwd_b = _summed_for(batched_subgraph(bwd_graph, bwd_dims, size), arg_dims)
+    bwd_b = FixedRule(bwd.name, bwd_b, bwd_captured)
+    fun_b = batched_subgraph(fun, tuple(bdims), size)
     return bind(Op.CUSTOM_VJP_CALL, *args, fun=fun_b, fwd=fwd_b, bwd=bwd_b,
                 num_args=num_args, index=index), 0
 

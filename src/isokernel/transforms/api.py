@@ -254,9 +254,9 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         main, aux = traced.split_aux(has_aux)
         traced.require_scalar_output(main)
         traced.require_float_inputs()
-        graph = vjp_graph(traced.graph, traced.diff, wrt=[0])
         seed = np.ones((), traced.graph.outputs[0].aval.dtype)
-        outs = _replay(graph, *traced.inputs, seed)
+        graph = vjp_graph(traced.graph, traced.diff, wrt=[0], seeds=[seed])
+        outs = _replay(graph, *traced.inputs)
         n = len(traced.graph.outputs)
         grads = tree_unflatten(traced.in_tree, outs[n:])
         grads = grads[0] if single else tuple(grads)
@@ -364,16 +364,18 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
         part = _closing(fun, args, kwargs, nums)
         dargs = tuple(args[i] for i in nums)
         _require_float_leaves("jacrev", fun, tree_flatten(dargs)[0], "argument leaf")
+        traced = _Traced("jacrev", fun, args, kwargs, nums)
+        main, _ = traced.split_aux(has_aux)
+        outs = traced.graph.outputs[:main.num_leaves]
+        _require_float_leaves("jacrev", fun, [x.aval for x in outs], "output leaf")
+        if len(outs) == 1 and outs[0].aval.shape == ():
+            found = grad(part, tuple(range(len(dargs))), has_aux)(*dargs)
+            cts, aux = found if has_aux else (found, None)
+            jac = tree_unflatten(main, [cts[0] if single else cts])
+            return (jac, aux) if has_aux else jac
         found = vjp(part, *dargs, has_aux=has_aux)
-        out, pull = found[0], found[1]
-        out_leaves, out_tree = tree_flatten(out)
-        _require_float_leaves("jacrev", fun, out_leaves, "output leaf")
-        if len(out_leaves) == 1 and aval_of_example(out_leaves[0]).shape == ():
-            seed = np.ones((), aval_of_example(out_leaves[0]).dtype)
-            cts = pull(tree_unflatten(out_tree, [seed]))
-            jac = tree_unflatten(out_tree, [cts[0] if single else cts])
-        else:
-            jac = _jacrev_rows(pull, out_leaves, out_tree, dargs, single)
+        out_leaves, out_tree = tree_flatten(found[0])
+        jac = _jacrev_rows(found[1], out_leaves, out_tree, dargs, single)
         return (jac, found[2]) if has_aux else jac
     return _wrap("jacrev", fun, jacrev_f)
 

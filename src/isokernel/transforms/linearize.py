@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..ir import Graph, Op
 from ..record import replay
 from .graphs import const, depending, replay_node, retrace
-from .jvp import jvp_graph, tangent_inputs
+from .jvp import jvp_graph
 from .transpose import transpose_graph
 
 
@@ -66,24 +66,25 @@ def linearize_graph(graph: Graph, diff: Sequence[bool] | None = None,
 
 
 def vjp_graph(graph: Graph, diff: Sequence[bool] | None = None,
-              wrt: Sequence[int] | None = None) -> Graph:
+              wrt: Sequence[int] | None = None, seeds=None) -> Graph:
     """Reverse mode as one graph. Inputs: the graph's inputs, then one
-    cotangent per output in ``wrt`` (default all). Outputs: the graph's
-    outputs, then the cotangent of each differentiated float input."""
+    cotangent per output in ``wrt`` (default all), unless ``seeds`` gives
+    those cotangents as constants. Outputs: the graph's outputs, then the
+    cotangent of each differentiated float input."""
     wrt = list(range(len(graph.outputs))) if wrt is None else list(wrt)
     primal, linear = linearize_graph(graph, diff, wrt)
     n, k = len(graph.inputs), len(graph.outputs)
     n_res = len(primal.outputs) - k
     n_tan = len(linear.inputs) - n_res
-    back = transpose_graph(linear, [False] * n_res + [True] * n_tan)
+    back = transpose_graph(linear, [False] * n_res + [True] * n_tan, seeds)
 
     def body(*args):
         outs = replay(primal, *args[:n])
         return outs[:k] + replay(back, *outs[k:], *args[n:])
 
-    avals = [x.aval for x in graph.inputs] + [graph.outputs[i].aval.strong() for i in wrt]
-    names = list(graph.input_names) + [f"ct{i}" for i in wrt]
+    avals = [x.aval for x in graph.inputs]
+    names = list(graph.input_names)
+    if seeds is None:
+        avals += [graph.outputs[i].aval.strong() for i in wrt]
+        names += [f"ct{i}" for i in wrt]
     return retrace(avals, body, names, f"vjp_{graph.name}")
-
-
-__all__ = ["linearize_graph", "tangent_inputs", "vjp_graph"]

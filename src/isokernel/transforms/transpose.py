@@ -27,8 +27,9 @@ import numpy as np
 from ..ir import Aval, DifferentiationError, Graph, Op
 from ..ir.ops import ELEMENTWISE, LINEAR
 from ..ir.source import pinned_where
-from ..record import bind, replay
+from ..record import bind, current_builder, replay
 from ..record import frontend as F
+from ..record.tracer import as_tracer
 from .graphs import const, depending, replay_node, retrace, scalar, zeros
 
 
@@ -79,11 +80,24 @@ def _only(ct, *operands):
     return tuple(ct if _lin(x) else None for x in operands)
 
 
+def _is_one(x) -> bool:
+    """A constant 1 (or a broadcast of one): the seed of a gradient."""
+    node = x.node
+    if node.op is Op.BROADCAST:
+        node = node.inputs[0]
+    return node.op is Op.CONST and bool(np.all(node.attrs["value"].value == 1))
+
+
+def _times(ct, factor):
+    """``ct * factor``, without a multiplication by the seed's ones."""
+    return factor if _is_one(ct) and ct.shape == factor.shape else ct * factor
+
+
 def _mul(ct, x, y):
     if _lin(x) and _lin(y):
         raise DifferentiationError("mul of two values that both depend on the tangents is "
                                    "not linear; a JVP rule wrote a non-linear tangent")
-    return (ct * y if _lin(x) else None, x * ct if _lin(y) else None)
+    return (_times(ct, y) if _lin(x) else None, _times(ct, x) if _lin(y) else None)
 
 
 def _div(ct, x, y):
@@ -255,10 +269,12 @@ def _push(node, ct, env: dict, linear: set, cts: dict) -> None:
                 _accumulate(cts, x, c)
 
 
-def transpose_graph(graph: Graph, linear: Sequence[bool]) -> Graph:
+def transpose_graph(graph: Graph, linear: Sequence[bool], seeds=None) -> Graph:
     """The transpose of ``graph``, which is linear in the inputs marked in
     ``linear``. Inputs: the other (non-linear) inputs, then one cotangent per
-    output. Outputs: the cotangent of each linear input."""
+    output, unless ``seeds`` gives the cotangents as constants (a gradient's
+    1, which the rules then multiply by without a node). Outputs: the
+    cotangent of each linear input."""
     lin_inputs = [x for x, m in zip(graph.inputs, linear) if m]
     fixed = [x for x, m in zip(graph.inputs, linear) if not m]
     lin = depending(graph, lin_inputs)
@@ -269,8 +285,11 @@ def transpose_graph(graph: Graph, linear: Sequence[bool]) -> Graph:
             if node not in lin and node not in env:
                 env[node] = const(node) if node.op is Op.CONST else \
                     replay_node(node, [env[x] for x in node.inputs])
+        given = args[len(fixed):] if seeds is None else [as_tracer(np.asarray(s, x.dtype),
+                                                                    current_builder())
+                                                          for s, x in zip(seeds, graph.outputs)]
         cts: dict = {}
-        for out, ct in zip(graph.outputs, args[len(fixed):]):
+        for out, ct in zip(graph.outputs, given):
             if out in lin:
                 _accumulate(cts, out, ct)
         for node in reversed(graph.nodes):
@@ -278,7 +297,9 @@ def transpose_graph(graph: Graph, linear: Sequence[bool]) -> Graph:
                 _push(node, cts.pop(node), env, lin, cts)
         return [_plain(cts[x]) if x in cts else zeros(x.aval.strong()) for x in lin_inputs]
 
-    avals = [x.aval for x in fixed] + [x.aval.strong() for x in graph.outputs]
-    names = [graph.input_names[graph.index(x)] for x in fixed] + \
-        [f"ct{i}" for i in range(len(graph.outputs))]
+    avals = [x.aval for x in fixed]
+    names = [graph.input_names[graph.index(x)] for x in fixed]
+    if seeds is None:
+        avals += [x.aval.strong() for x in graph.outputs]
+        names += [f"ct{i}" for i in range(len(graph.outputs))]
     return retrace(avals, body, names, f"transpose_{graph.name}")

@@ -143,6 +143,9 @@ def test_forward_mode_through_custom_vjp_is_refused():
         ik.jvp(clip_gradient, (X,), (np.ones(4),))
     with pytest.raises(ik.DifferentiationError, match="clip_gradient"):
         ik.jit(lambda x, t: ik.jvp(clip_gradient, (x,), (t,))[1])(X, X)
+    _, f_jvp = ik.linearize(lambda x: clip_gradient(x) * 2.0, X)
+    with pytest.raises(ik.DifferentiationError, match="custom_vjp function 'clip_gradient'"):
+        ik.jvp(f_jvp, (X,), (X,))
 
 
 def test_closing_over_a_differentiated_value_is_refused():

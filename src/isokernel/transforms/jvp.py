@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 
 from ..ir import DifferentiationError, Graph, Op
+from ..ir.eval import CUSTOM_LIN_FORWARD
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
@@ -225,6 +226,8 @@ NO_JVP = frozenset({Op.INPUT, Op.CONST, Op.CUSTOM_LIN})
 def jvp_node(node, operands: list, tangents: list):
     """(primal, tangent) of one node; the tangent is ``None`` when zero."""
     rule = JVP.get(node.op)
+    if node.op is Op.CUSTOM_LIN:
+        raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=node.attrs["name"]))
     if rule is None:
         raise DifferentiationError(f"{node.op.value} at {node.where or '?'} has no "
                                    f"forward-mode rule")

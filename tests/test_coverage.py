@@ -4,11 +4,20 @@ from isokernel.backends.capsules import lookup
 from isokernel.deploy import COST
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
+from isokernel.ir.ops import TRANSFORM_ONLY
+from isokernel.transforms.jvp import JVP, NO_JVP, ZERO_TANGENT
+from isokernel.transforms.transpose import TRANSPOSABLE, TRANSPOSE
+from isokernel.transforms.vmap import BATCH, NO_BATCH
 
 TABLES = {
     "SHAPE": (SHAPE, frozenset()),
     "EVAL": (EVAL, NO_EVAL),
-    "COST": (COST, frozenset()),
+    "COST": (COST, TRANSFORM_ONLY),  # stripped by jit before costing
+    # every differentiable op; zero-tangent ops and leaves are exempt
+    "JVP": (JVP, ZERO_TANGENT | NO_JVP),
+    # linear ops only: everything that is not (linear in some operand) is exempt
+    "TRANSPOSE": (TRANSPOSE, frozenset(Op) - TRANSPOSABLE),
+    "BATCH": (BATCH, NO_BATCH),
 }
 
 
@@ -21,10 +30,14 @@ def test_every_table_covers_every_op():
 
 
 def test_reference_has_a_capsule_per_computing_op():
-    leaves = {Op.INPUT, Op.CONST}
+    leaves = {Op.INPUT, Op.CONST} | TRANSFORM_ONLY
     assert [op.value for op in Op if op not in leaves and lookup(op, "numpy") is None] == []
 
 
 def test_exemptions_are_real():
     for name, (table, exempt) in TABLES.items():
         assert not (exempt & set(table)), f"{name} exempts ops it covers"
+
+
+def test_only_linear_ops_have_transpose_rules():
+    assert set(TRANSPOSE) == set(TRANSPOSABLE)

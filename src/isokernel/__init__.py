@@ -15,6 +15,7 @@ from .backends import (
 )
 from .ir import (
     BackendUnavailableError,
+    DifferentiationError,
     DTypeError,
     Graph,
     GraphError,
@@ -26,12 +27,31 @@ from .ir import (
 )
 from .ir.pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .record import ShapeDtype, replay, trace
+from .transforms import (
+    custom_jvp,
+    custom_vjp,
+    grad,
+    hessian,
+    hvp,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jvp,
+    linearize,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+    vmap,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "STRATEGY_NAMES", "BackendUnavailableError", "Capsule", "DTypeError", "Graph", "GraphError",
-    "IsokernelError", "NumericalPolicy", "PlanningError", "Profile", "RetraceWarning",
-    "ShapeDtype", "ShapeError", "TracerError", "jit", "plan", "register_pytree_node", "replay",
-    "deploy", "trace", "tree_flatten", "tree_map", "tree_unflatten", "verify",
+    "STRATEGY_NAMES", "BackendUnavailableError", "Capsule", "DTypeError",
+    "DifferentiationError", "Graph", "GraphError", "IsokernelError", "NumericalPolicy",
+    "PlanningError", "Profile", "RetraceWarning", "ShapeDtype", "ShapeError", "TracerError",
+    "custom_jvp", "custom_vjp", "deploy", "grad", "hessian", "hvp", "jacfwd", "jacobian",
+    "jacrev", "jit", "jvp", "linearize", "plan", "register_pytree_node", "replay",
+    "stop_gradient", "trace", "tree_flatten", "tree_map", "tree_unflatten", "value_and_grad",
+    "verify", "vjp", "vmap",
 ]

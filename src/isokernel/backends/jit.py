@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, trace_flat
+from ..transforms import prepare_for_execution
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
 from .hooks import check_block, choose_block, report_lines, run_probes
@@ -103,6 +104,7 @@ class Jitted:
         if captures:
             raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
                             f"it as an argument")
+        graph = prepare_for_execution(graph)
         return Lowered(self, graph, key, out_tree, strategy, device)
 
     def _split(self, args, kwargs):

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from ..ir import EVAL, Graph, Op
-from ..ir.ops import TRANSCENDENTAL
+from ..ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
 from .capsules import Capsule, NumericalPolicy, register
 from .liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
 from .planning import Plan
@@ -155,7 +155,7 @@ _NAMES = {
 
 def _register_capsules() -> None:
     for op, rule in EVAL.items():
-        if op is Op.CONST:
+        if op is Op.CONST or op in TRANSFORM_ONLY:  # jit strips those before planning
             continue
         name = _NAMES.get(op) or f"numpy.{rule.__name__}"
         register(Capsule(name=name, op=op, provider=PROVIDER, device="cpu",

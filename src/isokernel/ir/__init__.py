@@ -5,6 +5,7 @@ isokernel."""
 from . import dtypes
 from .errors import (
     BackendUnavailableError,
+    DifferentiationError,
     DTypeError,
     GraphError,
     IsokernelError,
@@ -19,7 +20,8 @@ from .shapes import SHAPE
 from .verify import verify
 
 __all__ = [
-    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError", "DTypeError",
+    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError", "DifferentiationError",
+    "DTypeError",
     "Graph", "GraphError", "IsokernelError", "Literal", "Node", "Op", "PlanningError",
     "ShapeError", "TracerError", "dtypes", "format_graph", "toposort", "verify",
 ]

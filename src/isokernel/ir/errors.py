@@ -32,3 +32,9 @@ class PlanningError(IsokernelError, RuntimeError):
 
 class GraphError(IsokernelError, ValueError):
     """A malformed graph, found by ``verify``."""
+
+
+class DifferentiationError(IsokernelError, TypeError):
+    """A function or value that a transform (grad, jacobian, vmap ...) cannot
+    handle as used: integer outputs, a non-scalar output under grad, forward
+    mode through a custom_vjp function."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DifferentiationError
 from .ops import Op
 
 
@@ -55,6 +56,30 @@ def _reduce(fn):
 
 def _reduce_extreme(fn):
     return lambda x, *, axes: fn(x, axis=axes)
+
+
+def run_graph(graph, args) -> list:
+    """Evaluate a sub-graph (the body of a custom-derivative call) by these
+    rules."""
+    env = dict(zip(graph.inputs, args))
+    for node in graph.nodes:
+        if node not in env:
+            env[node] = EVAL[node.op](*(env[x] for x in node.inputs), **node.attrs)
+    return [env[x] for x in graph.outputs]
+
+
+def _custom_call(*args, fun, index, **_):
+    return run_graph(fun, args[:len(fun.inputs)])[index]
+
+
+CUSTOM_LIN_FORWARD = (
+    "forward-mode derivative of custom_vjp function {name!r}: its rule only gives the "
+    "reverse (transposed) map. Use reverse mode (grad, vjp, jacrev), or define {name!r} "
+    "with custom_jvp, which serves both modes")
+
+
+def _custom_lin(*args, name, **_):
+    raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=name))
 
 
 EVAL = {
@@ -120,6 +145,10 @@ EVAL = {
     Op.REV: lambda x, *, axes: np.flip(x, axes),
     Op.CONCATENATE: lambda *xs, axis: np.concatenate(xs, axis=axis),
     Op.DOT_GENERAL: _dot_general,
+    Op.STOP_GRADIENT: lambda x: x,
+    Op.CUSTOM_JVP_CALL: _custom_call,
+    Op.CUSTOM_VJP_CALL: _custom_call,
+    Op.CUSTOM_LIN: _custom_lin,
 }
 # INPUT has no meaning of its own: its value is supplied by the caller.
 NO_EVAL = frozenset({Op.INPUT})

@@ -109,6 +109,8 @@ class Attrs(Mapping):
 def _attr_text(value) -> str:
     if isinstance(value, np.dtype):
         return dtypes.SHORT[value]
+    if isinstance(value, Graph):  # the sub-graph of a custom-derivative call
+        return f"<graph {value.name}: {len(value.nodes)} nodes>"
     return repr(value)
 
 

@@ -82,6 +82,11 @@ class Op(Enum):
     CONCATENATE = "concatenate"
     # contraction
     DOT_GENERAL = "dot_general"
+    # transform markers (see TRANSFORM_ONLY)
+    STOP_GRADIENT = "stop_gradient"
+    CUSTOM_JVP_CALL = "custom_jvp_call"
+    CUSTOM_VJP_CALL = "custom_vjp_call"
+    CUSTOM_LIN = "custom_lin"
 
 
 LEAF = frozenset({Op.INPUT, Op.CONST})
@@ -119,3 +124,11 @@ LAYOUT = frozenset({
 # Ops that are linear in (all of) their floating-point operands; SELECT and
 # MUL/DIV are linear in some operands only and say so in their rules.
 LINEAR = LAYOUT | frozenset({Op.NEG, Op.ADD, Op.SUB, Op.REDUCE_SUM, Op.CAST})
+
+# Ops that only the transforms interpret: a stop-gradient marker (identity),
+# calls of functions with user-defined derivatives (their sub-graphs ride in
+# the attributes) and the linear map of a custom_vjp rule. jit removes them
+# with ``transforms.prepare_for_execution`` before planning, so strategies,
+# code generators and cost tables never see them.
+TRANSFORM_ONLY = frozenset({Op.STOP_GRADIENT, Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL,
+                            Op.CUSTOM_LIN})

@@ -171,6 +171,19 @@ def _dot_general(a: Aval, b: Aval, *, contract, batch) -> Aval:
     return Aval(shape, a.dtype, a.weak and b.weak)
 
 
+def _custom_call(*args: Aval, fun, num_args, index, **_) -> Aval:
+    """A call of ``fun`` (a Graph): the arguments must match its inputs."""
+    for i, (a, x) in enumerate(zip(args[:num_args], fun.inputs)):
+        if a.shape != x.aval.shape or a.dtype != x.aval.dtype:
+            raise ShapeError(f"argument {i} of {fun.name!r} is {a}, its recording "
+                             f"expects {x.aval}; call it with the recorded shapes")
+    return fun.outputs[index].aval
+
+
+def _custom_lin(*args: Aval, out_avals, index, **_) -> Aval:
+    return out_avals[index]
+
+
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
     Op.INPUT: lambda *, aval, index: aval,
@@ -184,6 +197,9 @@ SHAPE = {
     Op.REV: _rev,
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
+    Op.CUSTOM_JVP_CALL: _custom_call,
+    Op.CUSTOM_VJP_CALL: _custom_call,
+    Op.CUSTOM_LIN: _custom_lin,
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
                                   Op.REDUCE_MIN)},
 }

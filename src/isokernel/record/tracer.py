@@ -282,11 +282,15 @@ def replay(graph: Graph, *args):
     if len(args) != len(graph.inputs):
         raise TypeError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got {len(args)}")
     env = dict(zip(graph.inputs, args))
+    builder = _BUILDER.get()
     for node in graph.nodes:
         if node in env:
             continue
         if node.op is Op.CONST:
-            env[node] = node.attrs["value"].value
+            # inside a recording a constant stays a node, so a broadcast of a
+            # scalar constant is recorded (not folded to a scene-sized array)
+            value = node.attrs["value"].value
+            env[node] = value if builder is None else Tracer(builder.const(value), builder)
         else:
             ins = [env[x] for x in node.inputs]
             env[node] = bind(node.op, *ins, where=node.where, **node.attrs)

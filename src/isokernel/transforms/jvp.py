@@ -1,0 +1,302 @@
+"""Forward mode: the JVP rule of every differentiable op, and ``jvp_graph``.
+
+A rule is either a tuple with one *partial* per operand,
+``partial(t, *operands, out=..., **attrs) -> contribution of t`` (``None``
+where the op does not depend smoothly on that operand), or a *joint* rule
+``rule(operands, tangents, **attrs) -> (out, tangent)`` for ops whose
+tangent is one op of all tangents (select, pad, concatenate) or that carry
+their own derivative (custom calls). Tangents that are zero are symbolic
+(``None``): a partial is only called for a non-zero tangent, so no zero
+array is ever carried through the graph. Rules build graph nodes with
+``bind`` and the frontend, never numbers, and every tangent they write is
+linear in the tangents given to them (``transpose`` relies on it).
+
+Conventions (docs/autodiff.md): abs'(0) = 0; max/min ties split the
+tangent evenly; sqrt'(0) = +inf; select routes tangents with select, so the
+unselected branch contributes exactly zero; integer and bool values have
+zero tangents; float32 values have float32 tangents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..ir import DifferentiationError, Graph, Op
+from ..ir.eval import CUSTOM_LIN_FORWARD
+from ..ir.source import pinned_where
+from ..record import bind, replay
+from ..record import frontend as F
+from .graphs import const, is_float, prune, reaching, replay_node, retrace, scalar, zeros
+
+
+def _linear(op: Op):
+    """The tangent of an op linear in its one operand is the op itself."""
+    return (lambda t, *_, out, **attrs: bind(op, t, **attrs),)
+
+
+def _cast(t, x, *, out, dtype):
+    if not is_float(out.aval):
+        return None
+    return t if t.dtype == dtype else bind(Op.CAST, t, dtype=dtype)
+
+
+def _pick(t, x, y, wins, tie):
+    """``t`` where ``wins``, half of it where ``tie``, else exactly zero."""
+    return F.where(wins, t, F.where(tie, t * 0.5, scalar(0, t)))
+
+
+def _chooser(t, x, *, out, axes):
+    """max/min over axes: ties share the tangent evenly."""
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    mask = F.equal(x, bind(Op.BROADCAST, out, shape=x.shape, dims=kept))
+    count = bind(Op.REDUCE_SUM, F.astype(mask, x.dtype), axes=axes)
+    return bind(Op.REDUCE_SUM, F.where(mask, t, scalar(0, t)), axes=axes) / count
+
+
+def _exclusive_products(a):
+    """Along the last axis: the product of the elements before each one (a
+    log-depth scan of pads and slices, exact at zeros)."""
+    k = a.shape[-1]
+    width = [(0, 0)] * (a.ndim - 1)
+    shifted = F.pad(a, width + [(1, 0)], constant_values=1)[..., :k]
+    step = 1
+    while step < k:
+        shifted = shifted * F.pad(shifted, width + [(step, 0)], constant_values=1)[..., :k]
+        step *= 2
+    return shifted
+
+
+def _prod(t, x, *, out, axes):
+    """d prod = sum(t * product of the others), exact when some x are 0."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    perm = kept + list(axes)
+    moved = F.transpose(x, perm)
+    flat = F.reshape(moved, tuple(moved.shape[:len(kept)]) + (-1,))
+    before = _exclusive_products(flat)
+    after = F.flip(_exclusive_products(F.flip(flat, -1)), -1)
+    others = F.reshape(before * after, moved.shape)
+    inverse = [perm.index(i) for i in range(x.ndim)]
+    return bind(Op.REDUCE_SUM, t * F.transpose(others, inverse), axes=axes)
+
+
+def _pow_base(t, x, y, *, out):
+    factor = F.where(F.equal(y, 0), scalar(0, y), y * F.power(x, y - 1.0))
+    return t * factor
+
+
+def _pow_exponent(t, x, y, *, out):
+    return t * (out * F.log(F.where(F.equal(x, 0), scalar(1, x), x)))
+
+
+def _atan2(sign):
+    def partial(t, a, b, *, out):
+        denom = a * a + b * b
+        return t * ((b if sign > 0 else -a) / denom)
+    return partial
+
+
+def _select(operands, tangents):
+    pred, x, y = operands
+    _, tx, ty = tangents
+    tx = zeros(x.aval) if tx is None else tx
+    ty = zeros(y.aval) if ty is None else ty
+    return bind(Op.SELECT, pred, x, y), bind(Op.SELECT, pred, tx, ty)
+
+
+def _all_or_zeros(operands, tangents):
+    return [zeros(x.aval) if t is None else t for x, t in zip(operands, tangents)]
+
+
+def _pad(operands, tangents, **attrs):
+    return bind(Op.PAD, *operands, **attrs), bind(Op.PAD, *_all_or_zeros(operands, tangents),
+                                                  **attrs)
+
+
+def _concatenate(operands, tangents, *, axis):
+    out = bind(Op.CONCATENATE, *operands, axis=axis)
+    return out, bind(Op.CONCATENATE, *_all_or_zeros(operands, tangents), axis=axis)
+
+
+def _dot(t_first: bool):
+    def partial(t, a, b, *, out, **attrs):
+        return bind(Op.DOT_GENERAL, t, b, **attrs) if t_first else \
+            bind(Op.DOT_GENERAL, a, t, **attrs)
+    return partial
+
+
+_CLOSURE = ("custom derivative of {name!r}: it closes over a value that is being "
+            "differentiated, which its rule cannot see; pass that value as an argument")
+
+
+def _custom_jvp_call(operands, tangents, *, fun, jvp, num_args, index):
+    """The user's rule, replayed on the primals and (zero-filled) tangents."""
+    if any(t is not None for t in tangents[num_args:]):
+        raise DifferentiationError(_CLOSURE.format(name=fun.name))
+    rule, captured = jvp.graph()
+    args = operands[:num_args]
+    outs = replay(rule, *args, *_all_or_zeros(args, tangents[:num_args]),
+                  *(operands[i] for i in captured))
+    return outs[index], outs[len(fun.outputs) + index]
+
+
+def _custom_vjp_call(operands, tangents, *, fun, fwd, bwd, num_args, index):
+    """fwd now; the tangent is a CUSTOM_LIN node that transposes to bwd."""
+    if any(t is not None for t in tangents[num_args:]):
+        raise DifferentiationError(_CLOSURE.format(name=fun.name))
+    fwd_graph, fwd_captured = fwd.graph()
+    bwd_graph, bwd_captured = bwd.graph()
+    args = operands[:num_args]
+    outs = replay(fwd_graph, *args, *(operands[i] for i in fwd_captured))
+    residuals = outs[len(fun.outputs):]
+    out_avals = tuple(x.aval.strong() for x in fun.outputs)
+    tangent = bind(Op.CUSTOM_LIN, *residuals, *(operands[i] for i in bwd_captured),
+                   *_all_or_zeros(args, tangents), bwd=bwd_graph, name=fun.name,
+                   out_avals=out_avals, num_res=len(residuals), num_args=num_args, index=index)
+    return outs[index], tangent
+
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+
+JVP = {
+    Op.NEG: (lambda t, x, *, out: -t,),
+    Op.ABS: (lambda t, x, *, out: t * F.sign(x),),
+    Op.SQRT: (lambda t, x, *, out: t * (0.5 / out),),
+    Op.CBRT: (lambda t, x, *, out: t * ((1.0 / 3.0) / (out * out)),),
+    Op.EXP: (lambda t, x, *, out: t * out,),
+    Op.EXP2: (lambda t, x, *, out: t * (out * LN2),),
+    Op.EXPM1: (lambda t, x, *, out: t * (out + 1.0),),
+    Op.LOG: (lambda t, x, *, out: t / x,),
+    Op.LOG2: (lambda t, x, *, out: t / (x * LN2),),
+    Op.LOG10: (lambda t, x, *, out: t / (x * LN10),),
+    Op.LOG1P: (lambda t, x, *, out: t / (x + 1.0),),
+    Op.SIN: (lambda t, x, *, out: t * F.cos(x),),
+    Op.COS: (lambda t, x, *, out: t * -F.sin(x),),
+    Op.TAN: (lambda t, x, *, out: t * (out * out + 1.0),),
+    Op.ASIN: (lambda t, x, *, out: t / F.sqrt(1.0 - x * x),),
+    Op.ACOS: (lambda t, x, *, out: t / -F.sqrt(1.0 - x * x),),
+    Op.ATAN: (lambda t, x, *, out: t / (x * x + 1.0),),
+    Op.SINH: (lambda t, x, *, out: t * F.cosh(x),),
+    Op.COSH: (lambda t, x, *, out: t * F.sinh(x),),
+    Op.TANH: (lambda t, x, *, out: t * (1.0 - out * out),),
+    Op.ASINH: (lambda t, x, *, out: t / F.sqrt(x * x + 1.0),),
+    Op.ACOSH: (lambda t, x, *, out: t / (F.sqrt(x - 1.0) * F.sqrt(x + 1.0)),),
+    Op.ATANH: (lambda t, x, *, out: t / (1.0 - x * x),),
+    Op.CAST: (_cast,),
+    Op.ADD: (lambda t, x, y, *, out: t, lambda t, x, y, *, out: t),
+    Op.SUB: (lambda t, x, y, *, out: t, lambda t, x, y, *, out: -t),
+    Op.MUL: (lambda t, x, y, *, out: t * y, lambda t, x, y, *, out: x * t),
+    Op.DIV: (lambda t, x, y, *, out: t / y, lambda t, x, y, *, out: t * (-out / y)),
+    Op.POW: (_pow_base, _pow_exponent),
+    Op.MAX: (lambda t, x, y, *, out: _pick(t, x, y, x > y, F.equal(x, y)),
+             lambda t, x, y, *, out: _pick(t, y, x, y > x, F.equal(x, y))),
+    Op.MIN: (lambda t, x, y, *, out: _pick(t, x, y, x < y, F.equal(x, y)),
+             lambda t, x, y, *, out: _pick(t, y, x, y < x, F.equal(x, y))),
+    Op.ATAN2: (_atan2(+1), _atan2(-1)),
+    Op.REM: (lambda t, x, y, *, out: t,
+             lambda t, x, y, *, out: t * -bind(Op.FLOORDIV, x, y)),
+    Op.SELECT: _select,
+    Op.REDUCE_SUM: _linear(Op.REDUCE_SUM),
+    Op.REDUCE_PROD: (_prod,),
+    Op.REDUCE_MAX: (_chooser,),
+    Op.REDUCE_MIN: (_chooser,),
+    Op.RESHAPE: _linear(Op.RESHAPE),
+    Op.BROADCAST: _linear(Op.BROADCAST),
+    Op.TRANSPOSE: _linear(Op.TRANSPOSE),
+    Op.SLICE: _linear(Op.SLICE),
+    Op.PAD: _pad,
+    Op.REV: _linear(Op.REV),
+    Op.CONCATENATE: _concatenate,
+    Op.DOT_GENERAL: (_dot(True), _dot(False)),
+    Op.CUSTOM_JVP_CALL: _custom_jvp_call,
+    Op.CUSTOM_VJP_CALL: _custom_vjp_call,
+}
+
+# Piecewise-constant ops, bool/integer-valued ops and the stop-gradient
+# marker: their tangent is zero wherever it is defined (a symbolic zero).
+ZERO_TANGENT = frozenset({
+    Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.FLOORDIV, Op.STOP_GRADIENT,
+    Op.NOT, Op.AND, Op.OR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE,
+})
+# Leaves have no rule; CUSTOM_LIN is the (reverse-only) linear map of a
+# custom_vjp rule and is transposed, never pushed forward again.
+NO_JVP = frozenset({Op.INPUT, Op.CONST, Op.CUSTOM_LIN})
+
+
+def jvp_node(node, operands: list, tangents: list):
+    """(primal, tangent) of one node; the tangent is ``None`` when zero."""
+    rule = JVP.get(node.op)
+    if node.op is Op.CUSTOM_LIN:
+        raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=node.attrs["name"]))
+    if rule is None:
+        raise DifferentiationError(f"{node.op.value} at {node.where or '?'} has no "
+                                   f"forward-mode rule")
+    with pinned_where(node.where):
+        if not isinstance(rule, tuple):
+            return rule(operands, tangents, **node.attrs)
+        out = replay_node(node, operands)
+        total = None
+        for partial, t in zip(rule, tangents):
+            if t is None or partial is None:
+                continue
+            part = partial(t, *operands, out=out, **node.attrs)
+            if part is not None:
+                total = part if total is None else total + part
+        return out, total
+
+
+def _has_tangent(node, tangents: list) -> bool:
+    return (is_float(node.aval) and node.op not in ZERO_TANGENT
+            and any(t is not None for t in tangents))
+
+
+def tangent_inputs(graph: Graph, diff: Sequence[bool] | None) -> list[int]:
+    """Indices of the inputs that get a tangent: the differentiated float
+    inputs (integer and bool inputs have zero tangents)."""
+    diff = [True] * len(graph.inputs) if diff is None else list(diff)
+    return [i for i, (x, d) in enumerate(zip(graph.inputs, diff)) if d and is_float(x.aval)]
+
+
+def jvp_graph(graph: Graph, diff: Sequence[bool] | None = None,
+              wrt: Sequence[int] | None = None) -> Graph:
+    """The forward-mode graph of ``graph``.
+
+    Inputs: the graph's inputs, then one tangent per differentiated float
+    input (``diff`` marks which; default all). Outputs: the graph's outputs,
+    then the tangent of each output in ``wrt`` (default all). Nodes that
+    reach none of those outputs get no tangent (pruned before the walk).
+    """
+    graph = prune(graph)
+    wrt = list(range(len(graph.outputs))) if wrt is None else list(wrt)
+    needed = reaching([graph.outputs[i] for i in wrt])
+    which = tangent_inputs(graph, diff)
+    n = len(graph.inputs)
+
+    def body(*args):
+        env = dict(zip(graph.inputs, args[:n]))
+        tan = {graph.inputs[i]: t for i, t in zip(which, args[n:])}
+        for node in graph.nodes:
+            if node in env:
+                continue
+            if node.op is Op.CONST:
+                env[node] = const(node)
+                continue
+            operands = [env[x] for x in node.inputs]
+            tangents = [tan.get(x) for x in node.inputs]
+            if node in needed and _has_tangent(node, tangents):
+                env[node], tan[node] = jvp_node(node, operands, tangents)
+            else:
+                env[node] = replay_node(node, operands)
+        outs = [env[x] for x in graph.outputs]
+        touts = [_tangent_out(tan.get(graph.outputs[i]), graph.outputs[i]) for i in wrt]
+        return outs + touts
+
+    avals = [x.aval for x in graph.inputs] + [graph.inputs[i].aval.strong() for i in which]
+    names = list(graph.input_names) + [f"d{graph.input_names[i]}" for i in which]
+    return retrace(avals, body, names, f"jvp_{graph.name}")
+
+
+def _tangent_out(t, node):
+    """An output's tangent; a zero one (integer outputs, or outputs that do
+    not depend on the differentiated inputs) is materialized only here."""
+    return zeros(node.aval.strong()) if t is None else t

@@ -47,15 +47,15 @@ from .retrieval import (
     stage3_sweeps,
     stage4_soil_moisture,
 )
-from .scene import Grid, generate_scene, scene_model
+from .scene import Grid, generate_scene, observe, scene_model
 
 __all__ = [
     "CLASSES", "FREQ_HZ", "MV_MAX", "RETRIEVAL_INPUTS", "SWEEPS", "THETA_DEG", "Grid",
     "LandCover", "MironovCoefficients", "brightness_temperature", "cabs2", "cdiv",
     "class_parameters", "cmul", "csqrt", "eps_im_of_eps_re", "fresnel", "fresnel_real",
     "generate_scene", "inverse_fresnel_h", "inverse_fresnel_v", "mironov",
-    "mironov_coefficients", "mv_from_eps_re", "permittivity", "retrieve", "roughness_factor",
-    "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
+    "mironov_coefficients", "mv_from_eps_re", "observe", "permittivity", "retrieve",
+    "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
     "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture", "tau_omega",
     "transmissivity", "vegetation_water_content", "water_cloud",
 ]

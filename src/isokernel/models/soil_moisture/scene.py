@@ -8,7 +8,7 @@ of ``width`` columns; x = (col + ½)/width and y = (row + ½)/height lie in
 
 Smooth fields are sums of J = 5 sinusoids s(x, y) = ½ + ½·Σ a_j sin(2π(k_j·x
 + l_j·y) + φ_j) / Σ a_j with integer wavenumbers k_j, l_j ∈ [−5, 5], random
-phases φ_j and amplitudes a_j = 1/j, all drawn from the counter-based RNG
+phases φ_j and amplitudes a_j = 1/√j, all drawn from the counter-based RNG
 (``rng``) on the host, so s ∈ [0, 1]. They give clay, bulk density, soil
 moisture, NDVI (min, max, season) and temperature; land cover follows the
 NDVI maximum plus a smooth perturbation. Observations are the forward
@@ -74,7 +74,7 @@ def _components(stream: int, seed: int) -> list[tuple[float, int, int, float]]:
         k = int(draws[3 * j] * span) - MAX_WAVENUMBER
         l_ = int(draws[3 * j + 1] * span) - MAX_WAVENUMBER
         k = k if (k, l_) != (0, 0) else 1  # a constant is not a wave
-        out.append((1.0 / (j + 1), k, l_, 2.0 * math.pi * float(draws[3 * j + 2])))
+        out.append((1.0 / math.sqrt(j + 1), k, l_, 2.0 * math.pi * float(draws[3 * j + 2])))
     return out
 
 
@@ -114,22 +114,32 @@ def truth_fields(index, grid: Grid, seed: int) -> dict:
     }
 
 
+def observe(mv, clay, ts, ndvi, ndvi_max, ndvi_min, landcover) -> dict:
+    """The noise-free observations of a pixel: TB_H and TB_V (K, tau-omega
+    over the Mironov permittivity) and σ0_HH (dB, Water Cloud Model), with
+    the VWC (kg/m²) and permittivity (ε', ε'') they came from."""
+    p = class_parameters(landcover, ts)
+    vwc = vegetation_water_content(ndvi, ndvi_max, ndvi_min, p["stem_factor"])
+    eps_re, eps_im = mironov(mv, clay, FREQ_HZ)
+    tbh, tbv = tau_omega(eps_re, eps_im, vwc, p["b"], p["omega"], p["h"], ts)
+    sigma0 = water_cloud(mv, ndvi, p["wcm_a"], p["wcm_b"], p["wcm_c"], p["wcm_d"])
+    return {"tbh": tbh, "tbv": tbv, "sigma0_hh": sigma0, "vwc": vwc, "eps_re": eps_re,
+            "eps_im": eps_im}
+
+
 def scene_model(index, grid: Grid, seed: int = 0, noise: bool = True) -> dict:
     """Truth and observations (TB_H, TB_V in K; σ0_HH in dB) of every pixel
     in ``index`` (int64). ``grid``, ``seed`` and ``noise`` are static."""
     t = truth_fields(index, grid, seed)
-    p = class_parameters(t["landcover"], t["ts"])
-    vwc = vegetation_water_content(t["ndvi"], t["ndvi_max"], t["ndvi_min"], p["stem_factor"])
-    eps_re, eps_im = mironov(t["mv"], t["clay"], FREQ_HZ)
-    tbh, tbv = tau_omega(eps_re, eps_im, vwc, p["b"], p["omega"], p["h"], t["ts"])
-    sigma0 = water_cloud(t["mv"], t["ndvi"], p["wcm_a"], p["wcm_b"], p["wcm_c"], p["wcm_d"])
+    obs = observe(t["mv"], t["clay"], t["ts"], t["ndvi"], t["ndvi_max"], t["ndvi_min"],
+                  t["landcover"])
     if noise:
         n_h, n_v = rng.normal_pair(index, _NOISE_STREAMS[0], seed)
         n_s, _ = rng.normal_pair(index, _NOISE_STREAMS[1], seed)
-        tbh, tbv = tbh + NOISE_TB_K * n_h, tbv + NOISE_TB_K * n_v
-        sigma0 = sigma0 + NOISE_SIGMA0_DB * n_s
-    return t | {"vwc": vwc, "eps_re": eps_re, "eps_im": eps_im,
-                "tbh": tbh, "tbv": tbv, "sigma0_hh": sigma0}
+        obs["tbh"] = obs["tbh"] + NOISE_TB_K * n_h
+        obs["tbv"] = obs["tbv"] + NOISE_TB_K * n_v
+        obs["sigma0_hh"] = obs["sigma0_hh"] + NOISE_SIGMA0_DB * n_s
+    return t | obs
 
 
 def generate_scene(pixels: int, seed: int = 0, noise: bool = True, jitted=None) -> dict:

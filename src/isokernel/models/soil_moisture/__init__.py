@@ -12,6 +12,7 @@ equations, units and sources are in each module's docstring and in
 - ``landcover``: per-class vegetation, roughness and backscatter parameters
 - ``rng`` / ``scene``: counter-based RNG and the synthetic scene
 - ``retrieval``: Stages 1–4 of the retrieval
+- ``stage5``: the Levenberg–Marquardt refinement (takes a Jacobian function)
 - ``tables``: Mironov table values and the Stage-4 inverse-table error budget
 """
 
@@ -48,6 +49,7 @@ from .retrieval import (
     stage4_soil_moisture,
 )
 from .scene import Grid, generate_scene, observe, scene_model
+from .stage5 import stage5_refine
 
 __all__ = [
     "CLASSES", "FREQ_HZ", "MV_MAX", "RETRIEVAL_INPUTS", "SWEEPS", "THETA_DEG", "Grid",
@@ -56,6 +58,6 @@ __all__ = [
     "generate_scene", "inverse_fresnel_h", "inverse_fresnel_v", "mironov",
     "mironov_coefficients", "mv_from_eps_re", "observe", "permittivity", "retrieve",
     "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
-    "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture", "tau_omega",
+    "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture", "stage5_refine", "tau_omega",
     "transmissivity", "vegetation_water_content", "water_cloud",
 ]

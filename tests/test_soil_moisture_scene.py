@@ -108,3 +108,12 @@ def test_scene_fields_are_physical_and_smooth(scene_pair):
     mv = s["mv"][: grid.width * (N // grid.width)].reshape(-1, grid.width)
     assert np.max(np.abs(np.diff(mv, axis=1))) < 0.02  # smooth, not white noise
     assert 180 < s["tbv"].mean() < 290 and s["tbh"].mean() < s["tbv"].mean()
+
+
+def test_the_hash_is_the_same_integers_on_every_strategy(strategy):
+    index = np.arange(50_000, dtype=np.int64) * 7919
+
+    def hashed(index):
+        return R.hash_index(index, 3, 12345)
+    got = isokernel.jit(hashed, strategy=strategy.name)(index)
+    assert bit_identical(got, hashed(index))

@@ -122,12 +122,13 @@ def _load_function(target: str):
 _JITTED: dict = {}
 
 
-def _jitted(target: str):
-    """One jitted model per process (its cache holds one executable per
-    chunk shape)."""
-    if target not in _JITTED:
-        _JITTED[target] = jit(resolve_model(target).fn, strategy="auto")
-    return _JITTED[target]
+def _jitted(target: str, signature: tuple):
+    """One jitted model per process and chunk signature (length, dtypes):
+    chunks of different sizes are expected here, not retraces to warn about."""
+    key = (target, signature)
+    if key not in _JITTED:
+        _JITTED[key] = jit(resolve_model(target).fn, strategy="auto")
+    return _JITTED[key]
 
 
 def local_strategy() -> str:
@@ -164,7 +165,8 @@ def run_chunk(*blocks, target: str, n_inputs: int, dims: tuple, outputs: tuple):
     shape = np.broadcast_shapes(*(b.shape for b in data))
     flat = [np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1) for b in data]
     try:
-        result = as_dict(_jitted(target)(*flat))
+        signature = (flat[0].size, *(a.dtype.str for a in flat))
+        result = as_dict(_jitted(target, signature)(*flat))
         arrays = [np.asarray(result[name]) for name in outputs]
     except Exception as err:
         raise ChunkError(f"chunk {_describe(dims, coords)} failed: "

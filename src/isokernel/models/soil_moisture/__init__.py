@@ -14,6 +14,7 @@ equations, units and sources are in each module's docstring and in
 - ``retrieval``: Stages 1–4 of the retrieval
 - ``stage5``: the Levenberg–Marquardt refinement (takes a Jacobian function)
 - ``tables``: Mironov table values and the Stage-4 inverse-table error budget
+- ``lookups``: κ and Stage 4 through layered tables (the lookup passed in)
 """
 
 from .complexmath import cabs2, cdiv, cmul, csqrt

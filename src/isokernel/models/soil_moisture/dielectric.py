@@ -131,6 +131,17 @@ def _segment_inverse(eps_re, n0, k0, n1, k1):
     return 2.0 * d / (b + inp.sqrt(b * b + 4.0 * a * d))
 
 
+def _at_transition(m: MironovCoefficients):
+    n_t = m.nd + m.n1 * m.mvt
+    k_t = m.kd + m.k1 * m.mvt
+    return n_t, k_t, n_t * n_t - k_t * k_t
+
+
+def eps_re_at_transition(m: MironovCoefficients):
+    """ε'(mvt): the real permittivity at the Mironov kink."""
+    return _at_transition(m)[2]
+
+
 def mv_from_eps_re(eps_re, m: MironovCoefficients, mv_max=MV_MAX):
     """The soil moisture whose Mironov ε' is ``eps_re``: the exact inverse of
     the real part, clamped to [0, ``mv_max``] (m³/m³).
@@ -140,9 +151,7 @@ def mv_from_eps_re(eps_re, m: MironovCoefficients, mv_max=MV_MAX):
     Each side's argument is clamped into its own domain so the side not
     selected stays finite.
     """
-    n_t = m.nd + m.n1 * m.mvt
-    k_t = m.kd + m.k1 * m.mvt
-    eps_t = n_t * n_t - k_t * k_t
+    n_t, k_t, eps_t = _at_transition(m)
     eps_dry = m.nd * m.nd - m.kd * m.kd
     low = _segment_inverse(inp.clip(eps_re, eps_dry, eps_t), m.nd, m.kd, m.n1, m.k1)
     high = m.mvt + _segment_inverse(inp.maximum(eps_re, eps_t), n_t, k_t, m.n2, m.k2)

@@ -24,10 +24,10 @@ table lookup can replace it). The iterate ε'_k is used three times per sweep
 node, so recording is linear in the number of sweeps (strategies chapter
 §18.3.7).
 
-Stage 4 — soil moisture from ε'. Here the exact closed-form inverse of the
-Mironov real part (``dielectric.mv_from_eps_re``); the tabulated inverse
-(``tables``) is the planned replacement, with its error budget measured
-there. The result is clamped to [0, porosity].
+Stage 4 — soil moisture from ε': the exact closed-form inverse of the
+Mironov real part (``dielectric.mv_from_eps_re``) by default, or the
+tabulated inverse (``lookups``/``tables``, error budget measured there)
+when ``retrieve`` is given table lookups. Clamped to [0, porosity].
 
 Stage 5 (a Levenberg–Marquardt refinement against TB_V and σ0_HH) is not
 part of this module yet; see ``docs/soil_moisture.md``.
@@ -40,6 +40,7 @@ from .dielectric import FREQ_HZ, MV_MAX, eps_im_of_eps_re, mironov_coefficients,
 from .forward import roughness_factor, transmissivity, vegetation_water_content
 from .fresnel import INVERSES, THETA_DEG, fresnel, fresnel_real
 from .landcover import class_parameters
+from .lookups import TableLookups, table_kappa, table_mv
 from .scene import PARTICLE_DENSITY
 
 SWEEPS = 8
@@ -97,24 +98,32 @@ def stage4_soil_moisture(eps_re, coefficients, porosity, inverse=None):
 
 
 def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
-             sweeps: int = SWEEPS, freq_hz: float = FREQ_HZ, theta_deg: float = THETA_DEG):
+             sweeps: int = SWEEPS, freq_hz: float = FREQ_HZ, theta_deg: float = THETA_DEG,
+             lookups: TableLookups | None = None):
     """Soil moisture from V-pol brightness temperature, Stages 1–4.
 
     Inputs per pixel: ``tbv`` (K), NDVI now/max/min, ``ts`` (K, = Tc),
     ``clay`` fraction 0–1, ``bulk_density`` (g/cm³), ``landcover`` class
     index (int, see ``landcover.CLASSES``). Returns a dict of ``mv``
     (m³/m³), ``eps_re`` (Stage-3 real permittivity) and ``vwc`` (kg/m²).
-    ``sweeps``, ``freq_hz`` and ``theta_deg`` are static.
+    ``sweeps``, ``freq_hz`` and ``theta_deg`` are static. ``lookups``
+    (static) switches κ and Stage 4 from the direct Mironov relations to
+    layered tables (``lookups.TableLookups``).
     """
     p = class_parameters(landcover, ts)
     vwc = vegetation_water_content(ndvi, ndvi_max, ndvi_min, p["stem_factor"])
     gamma = transmissivity(p["b"], vwc, theta_deg)
     r_smooth = stage2_smooth(stage1_reflectivity(tbv, ts, gamma, p["omega"]), p["h"], theta_deg)
     m = mironov_coefficients(clay, freq_hz)
-    eps_re = stage3_permittivity(r_smooth, lambda e: eps_im_of_eps_re(e, m), "v", sweeps,
-                                 theta_deg)
+    if lookups is None:
+        kappa, inverse = (lambda e: eps_im_of_eps_re(e, m)), None
+    else:
+        kappa = lambda e: table_kappa(e, clay, m, lookups)  # noqa: E731
+        inverse = lambda e: table_mv(e, clay, m, lookups)  # noqa: E731
+    eps_re = stage3_permittivity(r_smooth, kappa, "v", sweeps, theta_deg)
     porosity = 1.0 - bulk_density / PARTICLE_DENSITY
-    return {"mv": stage4_soil_moisture(eps_re, m, porosity), "eps_re": eps_re, "vwc": vwc}
+    mv = stage4_soil_moisture(eps_re, m, porosity, inverse)
+    return {"mv": mv, "eps_re": eps_re, "vwc": vwc}
 
 
 RETRIEVAL_INPUTS = ("tbv", "ndvi", "ndvi_max", "ndvi_min", "ts", "clay", "bulk_density",

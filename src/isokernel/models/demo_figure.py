@@ -37,8 +37,9 @@ def _histogram(ax, err, vwc, rows):
     ax.set_xlabel("retrieved − true soil moisture (m³/m³)")
     ax.set_ylabel("pixels per bin (log scale)")
     ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 40)  # headroom for the legend and the statistics
     ax.legend(loc="upper left", fontsize=9)
-    text = "\n".join(f"{label}: ubRMSE {ub:.3f}, bias {bias:+.3f}"
+    text = "\n".join(f"{label}: ubRMSE {ub:.3f}, bias {round(bias, 3) + 0.0:+.3f}"
                      for label, _, bias, _, ub in rows)
     ax.text(0.98, 0.98, text, transform=ax.transAxes, ha="right", va="top", fontsize=8.5,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85})

@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,io,plot]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/isokernel demo
+	mkdir -p build
+	$(BIN)/isokernel demo --figure build/soil-moisture-demo.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

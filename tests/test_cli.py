@@ -46,7 +46,8 @@ def test_report_errors_are_one_line(argv, message, capsys):
     assert message in err and "Traceback" not in err
 
 
-def test_demo_prints_a_parity_table(capsys):
+def test_demo_prints_a_parity_table(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the demo writes its figure into the working directory
     assert main(["demo", "--pixels", "20000"]) == 0
     out = capsys.readouterr().out
     assert "reference" in out and "bit-identical" in out and "capsules that ran" in out

@@ -8,6 +8,8 @@ import sys
 
 from .ir import IsokernelError
 from .models.demo import run_demo
+from .models.run import ChunkError, parse_chunks
+from .models.run import run as run_model
 from .reports import devices_table, report_function
 
 
@@ -33,12 +35,57 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--strategy", default="auto", help="strategy to plan for (default auto)")
     report.add_argument("--no-run", action="store_true",
                         help="skip the measured run (static figures only)")
-    demo = sub.add_parser("demo", help="a model on every available strategy, with parity",
-                          description="Run a small pointwise model on every available "
-                                      "strategy and print a parity and speed table.")
+    _demo_parser(sub)
+    _run_parser(sub)
+    return parser
+
+
+def _demo_parser(sub) -> None:
+    demo = sub.add_parser(
+        "demo", help="the soil-moisture retrieval on every available strategy",
+        description="Regenerate a synthetic SMAP-NISAR scene, run the soil-moisture retrieval "
+                    "on every available strategy with a progress bar, and print a parity "
+                    "table against reference, Mpixel/s with ratios, accuracy against the "
+                    "truth (ubRMSE) and the capsule report; write a figure when matplotlib "
+                    "is installed.")
     demo.add_argument("--pixels", type=int, default=1_000_000, help="pixels (default 1e6)")
     demo.add_argument("--dtype", default="float64", choices=["float32", "float64"])
-    return parser
+    demo.add_argument("--repeats", type=int, default=2,
+                      help="timed passes per strategy, interleaved; the best counts (default 2)")
+    demo.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    demo.add_argument("--chunks", type=int, default=16, help="chunks per pass (default 16)")
+    demo.add_argument("--figure", default="soil-moisture-demo.png", metavar="PNG",
+                      help="figure path (default soil-moisture-demo.png)")
+    demo.add_argument("--no-figure", action="store_true", help="do not write the figure")
+    demo.add_argument("--save-scene", metavar="PATH",
+                      help="also write the scene's inputs and truth as NetCDF (.nc) or Zarr "
+                           "(.zarr), ready for isokernel run (needs the io extra)")
+
+
+def _run_parser(sub) -> None:
+    run = sub.add_parser(
+        "run", help="a pointwise model over a NetCDF or Zarr data set, chunk by chunk",
+        description="Run MODEL over INPUT (NetCDF or Zarr, through xarray) chunk by chunk, "
+                    "each chunk on the best strategy of the process that runs it, and write "
+                    "OUTPUT with CF attributes. The output appears only when every chunk "
+                    "succeeded. Models: soil-moisture (the retrieval), soil-moisture-forward "
+                    "(TB and sigma0 from soil moisture), or MODULE:FUNCTION.")
+    run.add_argument("model", metavar="MODEL", help="soil-moisture, soil-moisture-forward or "
+                                                    "MODULE:FUNCTION")
+    run.add_argument("input", metavar="INPUT", help="input data set (.nc or .zarr)")
+    run.add_argument("output", metavar="OUTPUT", help="output data set (.nc or .zarr)")
+    run.add_argument("--var", action="append", default=[], metavar="NAME=VARIABLE",
+                     help="read model input NAME from VARIABLE (repeat per input)")
+    run.add_argument("--chunks", metavar="DIM=SIZE,...",
+                     help="chunk sizes, e.g. y=512,x=512 (default: as stored, else about "
+                          "1 Mpixel along the first dimension)")
+    run.add_argument("--dask", metavar="ADDRESS",
+                     help="run on a Dask cluster: a scheduler address, or 'local' for a "
+                          "LocalCluster of worker processes (default: this process)")
+    run.add_argument("--workers", type=int, help="workers of --dask local (default: CPUs)")
+    run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
+                     help="float precision of the inputs (default float64)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             print(report_function(args.target, args.shape, args.strategy, not args.no_run))
         elif args.command == "demo":
-            run_demo(args.pixels, args.dtype)
+            run_demo(args.pixels, args.dtype, args.repeats, args.seed, args.chunks,
+                     None if args.no_figure else args.figure, save_scene=args.save_scene)
+        elif args.command == "run":
+            run_model(args.model, args.input, args.output, args.var,
+                      parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
+                      progress=not args.no_progress)
     except (IsokernelError, ValueError, TypeError, FileNotFoundError, AttributeError,
-            ImportError) as err:
+            ImportError, ChunkError) as err:
         print(f"isokernel {args.command}: {err}", file=sys.stderr)
         return 2
     return 0

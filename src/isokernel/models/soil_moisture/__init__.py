@@ -1,0 +1,64 @@
+"""SMAP–NISAR per-pixel soil moisture: forward models, the retrieval and a
+synthetic scene, written once with ``isokernel.numpy``.
+
+Every function is branch-free and works on float32 or float64 arrays; the
+equations, units and sources are in each module's docstring and in
+``docs/soil_moisture.md``.
+
+- ``dielectric``: Mironov (2009) permittivity, its exact inverse in mv
+- ``fresnel``: smooth-surface reflectivities and their real inverses
+- ``complexmath``: complex arithmetic on (re, im) pairs
+- ``forward``: VWC from NDVI, tau-omega TB, Water Cloud Model σ0
+- ``landcover``: per-class vegetation, roughness and backscatter parameters
+- ``rng`` / ``scene``: counter-based RNG and the synthetic scene
+- ``retrieval``: Stages 1–4 of the retrieval
+- ``stage5``: the Levenberg–Marquardt refinement (takes a Jacobian function)
+- ``tables``: Mironov table values and the Stage-4 inverse-table error budget
+- ``lookups``: κ and Stage 4 through layered tables (the lookup passed in)
+"""
+
+from .complexmath import cabs2, cdiv, cmul, csqrt
+from .dielectric import (
+    FREQ_HZ,
+    MV_MAX,
+    MironovCoefficients,
+    eps_im_of_eps_re,
+    mironov,
+    mironov_coefficients,
+    mv_from_eps_re,
+    permittivity,
+)
+from .forward import (
+    brightness_temperature,
+    roughness_factor,
+    tau_omega,
+    transmissivity,
+    vegetation_water_content,
+    water_cloud,
+)
+from .fresnel import THETA_DEG, fresnel, fresnel_real, inverse_fresnel_h, inverse_fresnel_v
+from .landcover import CLASSES, LandCover, class_parameters
+from .retrieval import (
+    RETRIEVAL_INPUTS,
+    SWEEPS,
+    retrieve,
+    scene_inputs,
+    stage1_reflectivity,
+    stage2_smooth,
+    stage3_permittivity,
+    stage3_sweeps,
+    stage4_soil_moisture,
+)
+from .scene import Grid, generate_scene, observe, scene_model
+from .stage5 import stage5_refine
+
+__all__ = [
+    "CLASSES", "FREQ_HZ", "MV_MAX", "RETRIEVAL_INPUTS", "SWEEPS", "THETA_DEG", "Grid",
+    "LandCover", "MironovCoefficients", "brightness_temperature", "cabs2", "cdiv",
+    "class_parameters", "cmul", "csqrt", "eps_im_of_eps_re", "fresnel", "fresnel_real",
+    "generate_scene", "inverse_fresnel_h", "inverse_fresnel_v", "mironov",
+    "mironov_coefficients", "mv_from_eps_re", "observe", "permittivity", "retrieve",
+    "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
+    "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture", "stage5_refine", "tau_omega",
+    "transmissivity", "vegetation_water_content", "water_cloud",
+]

@@ -1,0 +1,65 @@
+"""Stage 3's κ and Stage 4's mv through layered uniform tables, written in
+the frontend with the table lookup passed in.
+
+``lookup(x, layer)`` is the table's reference semantics (clamp, floor,
+linear interpolation at abscissa ``x`` in integer ``layer``): ``Table.lookup``
+of the table extension under ``jit``, or ``tables.lookup`` (NumPy) eagerly.
+Layers are clay bins 0, step, 2·step, …; a pixel blends its two
+neighbouring layers linearly in clay. Abscissas are measured from the
+pixel's own Mironov kink (see ``tables``): ξ = ε' − ε'(mvt; clay) for the
+inverse table, ζ = mv − mvt(clay) for the forward ε'' table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ... import numpy as inp
+from .dielectric import MV_MAX, MironovCoefficients, eps_re_at_transition
+from .tables import CLAY_STEP
+
+
+@dataclass(frozen=True)
+class TableLookups:
+    """The two lookups the retrieval needs and the layer layout."""
+
+    mv_of_xi: Callable  # Stage-4 inverse table: mv at ξ = ε' − ε'(mvt)
+    eps_im_of_zeta: Callable  # forward table: ε'' at ζ = mv − mvt
+    layers: int
+    clay_step: float = CLAY_STEP
+
+
+def _blend(lookup, x, clay, t: TableLookups):
+    u = inp.clip(clay / t.clay_step, 0.0, t.layers - 1.0)
+    low = inp.minimum(inp.floor(u), t.layers - 2.0)
+    w = u - low
+    layer = inp.astype(low, inp.int32)
+    return (1.0 - w) * lookup(x, layer) + w * lookup(x, layer + 1)
+
+
+def table_mv(eps_re, clay, m: MironovCoefficients, t: TableLookups):
+    """mv(ε') from the inverse table (not yet clamped to porosity)."""
+    return _blend(t.mv_of_xi, eps_re - eps_re_at_transition(m), clay, t)
+
+
+def table_kappa(eps_re, clay, m: MironovCoefficients, t: TableLookups):
+    """κ(ε') = ε''(mv(ε')), mv clamped to [0, MV_MAX]: two lookups."""
+    mv = inp.clip(table_mv(eps_re, clay, m, t), 0.0, MV_MAX)
+    return _blend(t.eps_im_of_zeta, mv - m.mvt, clay, t)
+
+
+def numpy_lookups(clay=None, nodes: int | None = None) -> TableLookups:
+    """The tables of ``tables`` with NumPy's reference lookup: usable
+    eagerly (outside ``jit``), to measure the tabulated retrieval's error
+    before the table extension records it."""
+    import functools
+
+    from . import tables as T
+    clay = T.clay_bins() if clay is None else clay
+    nodes = nodes or T.NODES
+    _, eps_im = T.mironov_table_values(clay, nodes)
+    inverse = T.stage4_table(clay, nodes)
+    return TableLookups(functools.partial(T.lookup, inverse),
+                        functools.partial(T.lookup, eps_im), len(clay),
+                        float(clay[1] - clay[0]))

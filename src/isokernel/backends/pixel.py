@@ -110,14 +110,17 @@ class Partition:
 
     @property
     def row_independent(self) -> bool:
-        """True when one region holds every op that carries the pixel axis:
-        nothing outside it reads a value the region computes."""
-        regions = self.regions
-        if len(regions) != 1:
+        """True when every op that depends on the pixel-indexed inputs runs
+        inside one region: no whole op reads a pixel-dependent value."""
+        if len(self.regions) != 1:
             return False
-        inside = set(regions[0].nodes)
-        return not any(x in inside for s in self.stages if isinstance(s, Outside)
-                       for n in s.nodes for x in n.inputs)
+        dependent = {x for x in self.graph.inputs
+                     if x.aval.ndim > 0 and x.shape[0] == self.pixels}
+        for node in self.graph.nodes:
+            if any(x in dependent for x in node.inputs):
+                dependent.add(node)
+        return not any(n in dependent for s in self.stages if isinstance(s, Outside)
+                       for n in s.nodes)
 
     def describe(self) -> str:
         regions = self.regions

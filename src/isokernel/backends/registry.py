@@ -34,7 +34,7 @@ def _register() -> None:
     register_strategy(Strategy("reference", "cpu", CONTRACTS["reference"], REFERENCE_PROFILE,
                                ReferenceExecutable))
     register_strategy(Strategy("threads", "cpu", CONTRACTS["threads"], THREADS_PROFILE,
-                               ThreadsExecutable, frozenset({"workers"})))
+                               ThreadsExecutable, frozenset({"workers", "tile_rows"})))
     register_strategy(Strategy("native", "cpu", CONTRACTS["native"], NATIVE_PROFILE,
                                NativeExecutable, frozenset({"workers", "contract"})))
     for name in ("cuda-eager", "cuda-fused", "cuda-megakernel"):

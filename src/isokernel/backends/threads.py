@@ -328,14 +328,16 @@ def _exec(source: str, env: dict, name: str, label: str):
 class RegionRunner:
     """Runs one region over the pixel axis: slices on the pool, tiles within."""
 
-    def __init__(self, region: Region, pixels: int, workers: int):
+    def __init__(self, region: Region, pixels: int, workers: int, tile_rows: int | None):
         self.region = region
         self.pixels = pixels
         self.workers = workers
         self.hoisted = _hoisted(region)
         self.slots = _Slots(region, set(self.hoisted))
         per_row = max(1, self.slots.row_bytes())
-        self.tile_rows = min(pixels, max(MIN_TILE_ROWS, (l2_bytes() // 2) // per_row))
+        if tile_rows is None:  # the working set of a tile: half the L2 cache
+            tile_rows = max(MIN_TILE_ROWS, (l2_bytes() // 2) // per_row)
+        self.tile_rows = min(pixels, tile_rows)
         chunks = min(4 * workers, max(1, pixels // self.tile_rows))
         self.chunks = [[(begin + a, begin + b) for a, b in
                         split(end - begin, -(-(end - begin) // self.tile_rows))]
@@ -433,10 +435,13 @@ def _release_after(part: Partition) -> list[list[Node]]:
 class ThreadsExecutable(StagedExecutable):
     strategy = "threads"
 
-    def __init__(self, plan: Plan, workers: int | None = None):
+    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None):
         super().__init__(plan, partition(plan.graph))
         self.workers, self.workers_source = resolve_workers(workers)
-        self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers)
+        if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
+            raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
+                             f"tile_rows=4096, or leave it to the L2 cache size")
+        self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers, tile_rows)
                          for k, s in enumerate(self.partition.stages) if isinstance(s, Region)}
         self.plan = node_plan(plan, self.partition, PROVIDER)
 

@@ -1,12 +1,22 @@
 """Every op has a rule in every table that must cover it."""
 
 from isokernel.backends.capsules import lookup
+from isokernel.backends.threads import INTO
+from isokernel.codegen import C_EXPR
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
+from isokernel.ir.ops import LAYOUT
+
+# leaves have no rule; the matrix product always runs whole by the reference
+NOT_ELEMENTWISE = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL})
 
 TABLES = {
     "SHAPE": (SHAPE, frozenset()),
     "EVAL": (EVAL, NO_EVAL),
+    # threads: views run by EVAL itself, everything else into scratch
+    "INTO": (INTO, NOT_ELEMENTWISE | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
+    # C: layout ops only rename elements (the emitter applies EVAL to names)
+    "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | LAYOUT),
 }
 
 

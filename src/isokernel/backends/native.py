@@ -53,7 +53,7 @@ class NativeExecutable(StagedExecutable):
         super().__init__(plan, partition(plan.graph, accept=_supports))
         self.workers, self.workers_source = resolve_workers(workers)
         self.contract = bool(contract)
-        self.compiler = codegen.compiler()
+        self.compiler = codegen.current_compiler()
         self._kernels = self._compile()
         provider = PROVIDER_FMA if self.contract else PROVIDER
         self.plan = node_plan(plan, self.partition, provider)

@@ -3,12 +3,12 @@
 Imports only ``isokernel.ir``; the strategies in ``backends`` call it."""
 
 from .c_expr import C_EXPR, MATH, literal, math_name
-from .compiler import Built, CompileError, Compiler, build, compiler, unavailable_reason
+from .compiler import Built, CompileError, Compiler, build, current_compiler, unavailable_reason
 from .emit import Body, Unsupported, emit_body, supports
 from .host import ISK_BLOCK, host_source
 
 __all__ = [
     "C_EXPR", "ISK_BLOCK", "MATH", "Body", "Built", "CompileError", "Compiler", "Unsupported",
-    "build", "compiler", "emit_body", "host_source", "literal", "math_name", "supports",
+    "build", "current_compiler", "emit_body", "host_source", "literal", "math_name", "supports",
     "unavailable_reason",
 ]

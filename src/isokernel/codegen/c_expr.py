@@ -71,7 +71,10 @@ def literal(value, dtype: np.dtype) -> str:
         if not np.isfinite(value):
             bits = value.view(np.uint32 if dtype == dtypes.float32 else np.uint64)
             return f"isk_bits_{SHORT[dtype]}(0x{int(bits):x}u)"
-        text = float(value).hex()
+        mantissa, exponent = float(value).hex().split("p")
+        text = f"{mantissa.rstrip('0').rstrip('.')}p{exponent}".replace("0xp", "0x0p")
+        if "." not in text:
+            text = text.replace("p", ".0p", 1)
         return text + "f" if dtype == dtypes.float32 else text
     if dtype == dtypes.bool_:
         return "1" if value else "0"

@@ -103,7 +103,7 @@ _PROBE_LOCK = threading.Lock()
 
 
 @functools.cache
-def compiler() -> Compiler:
+def current_compiler() -> Compiler:
     """The compiler with its probed abilities (cached on disk per compiler and CPU)."""
     found = find_compiler_path()
     if found is None:
@@ -188,17 +188,23 @@ class Built:
     cached: bool  # loaded from the cache rather than compiled now
 
 
+def cache_key(source: str, cc: Compiler, flags) -> str:
+    """Source, compiler, flags, libraries and CPU: everything the object depends on."""
+    return _digest(source, cc.path, cc.version, " ".join(flags), " ".join(cc.libraries()),
+                   cpu_identity())[:32]
+
+
 _LOADED: dict[str, ctypes.CDLL] = {}
+# a path once loaded stays loaded (dlopen matches by name): entries are loaded once per process
 _BUILD_LOCK = threading.Lock()
 
 
 def build(source: str, contract: bool = False) -> tuple[ctypes.CDLL, Built]:
     """The loaded shared object of ``source``: from the cache when an intact
     entry exists, else compiled now and stored atomically."""
-    cc = compiler()
+    cc = current_compiler()
     flags = cc.flags(contract)
-    key = _digest(source, cc.path, cc.version, " ".join(flags), " ".join(cc.libraries()),
-                  cpu_identity())[:32]
+    key = cache_key(source, cc, flags)
     with _BUILD_LOCK:
         if key in _LOADED:
             return _LOADED[key], Built(key, cache_dir() / f"{key}.so", flags, cc, True)

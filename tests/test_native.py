@@ -243,3 +243,4 @@ def test_ops_without_exact_c_run_whole_by_the_reference():
     text = str(compiled.report())
     assert "dot_general: numpy.matmul" in text and "pow: numpy.power" in text
     assert "split along axis 0" in text
+

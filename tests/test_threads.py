@@ -19,6 +19,7 @@ from isokernel.backends.platform import cpu_budget
 from isokernel.ir import EVAL, Op, dtypes
 from isokernel.ir.ops import COMPARE, LAYOUT
 
+from .conftest import assert_contract
 from .test_random_programs import ALL_KINDS, make_inputs, run_program
 
 # --- INTO: the reference rules writing into a buffer --------------------------------------
@@ -197,3 +198,15 @@ def test_report_and_source_of_threads():
     assert "bit-identical to reference" in text and "numpy.exp on row tiles" in text
     assert "row-independent along axis 0 (5000 rows)" in text
     assert "out=" in compiled.source() and "# exp @ test_threads.py:" in compiled.source()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_strategy_meets_its_contract_on_tau_omega(strategy, dtype):
+    """Through the shared fixture: the CPU strategies on the forward model;
+    native's transcendental (one exp) reaches the outputs within 8 ulp."""
+    from isokernel.models.tau_omega import synthetic_inputs, tau_omega
+
+    args = synthetic_inputs(3000, dtype)
+    want = ik.jit(tau_omega, strategy="reference")(*args)
+    got = ik.jit(tau_omega, strategy=strategy.name)(*args)
+    assert_contract(strategy.name, got, want, ulp_bound=8 if strategy.name == "native" else 0)

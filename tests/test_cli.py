@@ -21,7 +21,8 @@ def test_devices_lists_every_strategy_with_status(capsys):
 
 def test_report_prints_graph_capsules_and_liveness(capsys):
     code = main(["report", "isokernel.models.tau_omega:tau_omega", "--shape",
-                 "mv=1000:float32", "--shape", "vwc=1000:float32", "--shape", "ts=1000:float32"])
+                 "mv=1000:float32", "--shape", "vwc=1000:float32", "--shape", "ts=1000:float32",
+                 "--strategy", "reference"])
     assert code == 0
     out = capsys.readouterr().out
     assert "graph tau_omega(mv: f32[1000], vwc: f32[1000], ts: f32[1000])" in out

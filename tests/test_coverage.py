@@ -1,13 +1,19 @@
 """Every op has a rule in every table that must cover it."""
 
 from isokernel.backends.capsules import lookup
+from isokernel.backends.threads import INTO
+from isokernel.codegen import C_EXPR
 from isokernel.deploy import COST
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
-from isokernel.ir.ops import TRANSFORM_ONLY
+from isokernel.ir.ops import LAYOUT, TRANSFORM_ONLY
 from isokernel.transforms.jvp import JVP, NO_JVP, ZERO_TANGENT
 from isokernel.transforms.transpose import TRANSPOSABLE, TRANSPOSE
 from isokernel.transforms.vmap import BATCH, NO_BATCH
+
+# leaves have no rule; the matrix product always runs whole by the reference;
+# transform-only ops are stripped by jit before any strategy sees them
+NOT_ELEMENTWISE = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL}) | TRANSFORM_ONLY
 
 TABLES = {
     "SHAPE": (SHAPE, frozenset()),
@@ -18,6 +24,10 @@ TABLES = {
     # linear ops only: everything that is not (linear in some operand) is exempt
     "TRANSPOSE": (TRANSPOSE, frozenset(Op) - TRANSPOSABLE),
     "BATCH": (BATCH, NO_BATCH),
+    # threads: views run by EVAL itself, everything else into scratch
+    "INTO": (INTO, NOT_ELEMENTWISE | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
+    # C: layout ops only rename elements (the emitter applies EVAL to names)
+    "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | LAYOUT),
 }
 
 

@@ -64,7 +64,17 @@ def test_a_model_using_the_pixel_count_keeps_the_unchunked_meaning():
     def normalised(x):
         return x / x.shape[0] + inp.exp(x)
     x = np.linspace(0, 1, 999)
-    assert same_bits(ik.jit(normalised, block=100)(x), unchunked(normalised, x))
+    chunked = ik.jit(normalised, strategy="reference", block=100)
+    assert same_bits(chunked(x), unchunked(normalised, x))
+
+
+@pytest.mark.parametrize("strategy", ["threads", "native"])
+def test_compiled_strategies_chunk_to_their_own_unchunked_bits(strategy):
+    if ik.backends.get_strategy(strategy).unavailable_reason():
+        pytest.skip(ik.backends.get_strategy(strategy).unavailable_reason())
+    args = synthetic_inputs(10007, np.float32, seed=5)
+    whole = ik.jit(tau_omega, strategy=strategy)(*args)
+    assert same_bits(ik.jit(tau_omega, strategy=strategy, block=999)(*args), whole)
 
 
 CHUNKED: list[bool] = []
@@ -151,7 +161,7 @@ def test_auto_without_a_planner_names_the_fix():
         with pytest.raises(RuntimeError, match=r"import isokernel.deploy .* block=<pixel rows>"):
             ik.jit(tau_omega, block="auto")
         args = synthetic_inputs(100, np.float32)
-        compiled = ik.jit(tau_omega, block=30).lower(*args).compile()
+        compiled = ik.jit(tau_omega, strategy="reference", block=30).lower(*args).compile()
         assert compiled.block_choice.line == "block 30 pixel rows (operator override)"
         assert same_bits(compiled(*args), unchunked(tau_omega, *args))
     finally:

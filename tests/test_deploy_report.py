@@ -51,12 +51,12 @@ def test_measured_host_peak_is_within_twice_the_static_shape():
 
 def test_probe_of_a_chunked_call_measures_one_block():
     args = synthetic_inputs(100_000, np.float64)
-    compiled = ik.jit(tau_omega, block=25_000).lower(*args).compile()
+    compiled = ik.jit(tau_omega, strategy="reference", block=25_000).lower(*args).compile()
     outs = compiled.measure(*args)
     probe = deploy.probe_of(compiled)
     assert probe.rows == 25_000 and probe.static == 72 + 80 * 25_000
     assert 0.95 <= probe.ratios()["tracemalloc"] <= 2.0
-    assert np.array_equal(outs[0], ik.jit(tau_omega)(*args)[0])
+    assert np.array_equal(outs[0], ik.jit(tau_omega, strategy="reference")(*args)[0])
     text = str(compiled.report())
     assert "blocks     largest block: 25000 (operator override" in text
     assert "probe      measured peak for a block of 25000 rows" in text
@@ -80,7 +80,8 @@ def test_report_lines_for_a_graph_without_pixels():
 
 @pytest.mark.parametrize("argv", [["report", "isokernel.models.tau_omega:tau_omega",
                                    "--shape", "mv=100:float64", "--shape", "vwc=100:float64",
-                                   "--shape", "ts=100:float64", "--no-run"]])
+                                   "--shape", "ts=100:float64", "--no-run",
+                                   "--strategy", "reference"]])
 def test_no_run_report_still_sizes(argv, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -47,13 +47,13 @@ def test_static_and_measured_liveness_match_hand_counts(fn, args, buffers, nbyte
 
 
 def test_buffers_are_released_after_last_use():
-    source = ik.jit(_chain).lower(X).compile().source()
+    source = ik.jit(_chain, strategy="reference").lower(X).compile().source()
     assert "del v0" not in source  # the input belongs to the caller
     assert source.count("del ") == 2  # exp and cos results die once used
 
 
 def test_report_shows_both_liveness_figures():
-    compiled = ik.jit(_fan).lower(X).compile()
+    compiled = ik.jit(_fan, strategy="reference").lower(X).compile()
     compiled.measure(X)
     text = str(compiled.report())
     assert "static:   peak 5 live buffers" in text and "agrees with static" in text

@@ -86,6 +86,8 @@ def _run_parser(sub) -> None:
     run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                      help="float precision of the inputs (default float64)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--strategy", default="auto",
+                     help="CPU strategy for every chunk (default auto: each process's fastest)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             run_model(args.model, args.input, args.output, args.var,
                       parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, strategy=args.strategy)
     except (IsokernelError, ValueError, TypeError, FileNotFoundError, AttributeError,
             ImportError, ChunkError) as err:
         print(f"isokernel {args.command}: {err}", file=sys.stderr)

@@ -173,7 +173,8 @@ class Compiled:
     def __init__(self, lowered: Lowered, accepted_plan, executable, block=None):
         self.lowered = lowered
         self.graph = lowered.graph
-        self.plan = accepted_plan
+        # a strategy that splits a graph binds capsules per node; its plan is the one that ran
+        self.plan = getattr(executable, "plan", accepted_plan)
         self.executable = executable
         self._in_dtypes = [x.aval.dtype for x in self.graph.inputs]
         self.block_choice = choose_block(self, block)

@@ -28,11 +28,19 @@ def max_ulp(a, b) -> float:
     if np.any(nan_a != nan_b):
         return float("inf")
     oa, ob = _ordered(a[~nan_a]), _ordered(b[~nan_b])
-    return float(np.max(np.abs(oa - ob))) if oa.size else 0.0
+    if not oa.size:
+        return 0.0
+    # integer differences are exact where the signs agree; across zero the
+    # distance is |a| + |b| (taken in float: only its size matters there)
+    same = (oa < 0) == (ob < 0)
+    near = np.abs(np.where(same, oa - ob, 0)).astype(np.float64)
+    far = np.abs(oa).astype(np.float64) + np.abs(ob).astype(np.float64)
+    return float(np.max(np.where(same, near, far)))
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
-    """Integers in the order of the floats, adjacent floats one apart."""
+    """Integers (int64, exact) in the order of the floats, adjacent floats
+    one apart."""
     i = x.view(_VIEW[x.dtype]).astype(np.int64)
     mask = np.int64(np.iinfo(_VIEW[x.dtype]).max)
-    return np.where(i < 0, -(i & mask), i).astype(np.float64)
+    return np.where(i < 0, -(i & mask), i)

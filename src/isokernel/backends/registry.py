@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from .. import codegen
+from .native import PROVIDER as NATIVE
+from .native import NativeExecutable
 from .planning import Profile
 from .reference import PROVIDER as NUMPY
 from .reference import ReferenceExecutable
 from .strategies import Strategy, register_strategy
+from .threads import PROVIDER as TILES
+from .threads import ThreadsExecutable
 
 REFERENCE_PROFILE = Profile("reference-cpu", "cpu", (NUMPY,), frozenset({"reference"}))
+THREADS_PROFILE = Profile("threads-cpu", "cpu", (TILES, NUMPY),
+                          frozenset({"checked", "reference"}))
+NATIVE_PROFILE = Profile("native-cpu", "cpu", (NATIVE, NUMPY), frozenset({"checked", "reference"}),
+                         probe=codegen.unavailable_reason)
 
 CONTRACTS = {
     "reference": "the oracle: NumPy, node by node, buffers freed after last use",
@@ -24,7 +33,11 @@ _DEVICE = {"reference": "cpu", "threads": "cpu", "native": "cpu", "cuda-eager": 
 def _register() -> None:
     register_strategy(Strategy("reference", "cpu", CONTRACTS["reference"], REFERENCE_PROFILE,
                                ReferenceExecutable))
-    for name in ("threads", "native", "cuda-eager", "cuda-fused", "cuda-megakernel"):
+    register_strategy(Strategy("threads", "cpu", CONTRACTS["threads"], THREADS_PROFILE,
+                               ThreadsExecutable, frozenset({"workers", "tile_rows"})))
+    register_strategy(Strategy("native", "cpu", CONTRACTS["native"], NATIVE_PROFILE,
+                               NativeExecutable, frozenset({"workers", "contract"})))
+    for name in ("cuda-eager", "cuda-fused", "cuda-megakernel"):
         register_strategy(Strategy(name, _DEVICE[name], CONTRACTS[name], None, None))
 
 

@@ -122,18 +122,19 @@ def _load_function(target: str):
 _JITTED: dict = {}
 
 
-def _jitted(target: str, signature: tuple):
-    """One jitted model per process and chunk signature (length, dtypes):
-    chunks of different sizes are expected here, not retraces to warn about."""
-    key = (target, signature)
+def _jitted(target: str, signature: tuple, strategy: str):
+    """One jitted model per process, strategy and chunk signature (length,
+    dtypes): chunks of different sizes are expected here, not retraces to
+    warn about."""
+    key = (target, signature, strategy)
     if key not in _JITTED:
-        _JITTED[key] = jit(resolve_model(target).fn, strategy="auto")
+        _JITTED[key] = jit(resolve_model(target).fn, strategy=strategy)
     return _JITTED[key]
 
 
-def local_strategy() -> str:
-    """The strategy ``auto`` picks on this process's CPU."""
-    return choose("auto", Device("cpu")).name
+def local_strategy(strategy: str = "auto") -> str:
+    """The strategy ``strategy`` resolves to on this process's CPU."""
+    return choose(strategy, Device("cpu")).name
 
 
 # ------------------------------------------------------------------ chunks
@@ -158,7 +159,8 @@ def as_dict(result) -> dict:
     return {"out0": result}
 
 
-def run_chunk(*blocks, target: str, n_inputs: int, dims: tuple, outputs: tuple):
+def run_chunk(*blocks, target: str, n_inputs: int, dims: tuple, outputs: tuple,
+              strategy: str = "auto"):
     """One chunk: the model over the flattened, broadcast input blocks;
     the trailing blocks are each dim's index and coordinate values."""
     data, coords = blocks[:n_inputs], blocks[n_inputs:]
@@ -166,7 +168,7 @@ def run_chunk(*blocks, target: str, n_inputs: int, dims: tuple, outputs: tuple):
     flat = [np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1) for b in data]
     try:
         signature = (flat[0].size, *(a.dtype.str for a in flat))
-        result = as_dict(_jitted(target, signature)(*flat))
+        result = as_dict(_jitted(target, signature, strategy)(*flat))
         arrays = [np.asarray(result[name]) for name in outputs]
     except Exception as err:
         raise ChunkError(f"chunk {_describe(dims, coords)} failed: "
@@ -259,7 +261,7 @@ def _coordinate_blocks(template):
     return out
 
 
-def _compute(target_arrays, model: Model, output_names, template):
+def _compute(target_arrays, model: Model, output_names, template, strategy: str):
     import xarray as xr
     coords = _coordinate_blocks(template)
     first = [a.isel({d: 0 for d in a.dims}).values.reshape(1) for a in target_arrays]
@@ -270,7 +272,8 @@ def _compute(target_arrays, model: Model, output_names, template):
         output_dtypes=[np.asarray(probe[n]).dtype for n in names],
         output_core_dims=[[] for _ in names],
         kwargs={"target": model.name, "n_inputs": len(target_arrays),
-                "dims": tuple(template.dims), "outputs": tuple(names)})
+                "dims": tuple(template.dims), "outputs": tuple(names),
+                "strategy": strategy})
     results = results if isinstance(results, tuple) else (results,)
     return dict(zip(names, results))
 
@@ -359,9 +362,12 @@ def _close(client) -> None:
 def run(target: str, input_path: str, output_path: str, variables: list[str] = (),
         chunks: dict[str, int] | None = None, dask_address: str | None = None,
         workers: int | None = None, dtype: str = "float64", progress: bool = True,
-        echo=print) -> dict:
+        echo=print, strategy: str = "auto") -> dict:
     """Run ``target`` over ``input_path`` and write ``output_path``; returns
-    a summary (outputs, chunks, seconds, strategies used)."""
+    a summary (outputs, chunks, seconds, strategies used). ``strategy``
+    (default ``auto``: each process's fastest) names the CPU strategy every
+    chunk runs on."""
+    local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
     try:
         import dask  # noqa: F401
         import xarray  # noqa: F401
@@ -374,12 +380,12 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
                               np.dtype(dtype)), chunks)
     import xarray as xr
     template = xr.broadcast(*arrays)[0]
-    results = _compute(arrays, model, tuple(o.name for o in model.outputs), template)
+    results = _compute(arrays, model, tuple(o.name for o in model.outputs), template, strategy)
     out = _dataset(results, model, dict(ds.attrs))
     temporary = _temporary(output_path)
     client = open_client(dask_address, workers)
     try:
-        strategies = _strategies(client)
+        strategies = _strategies(client, strategy)
         _write(out, temporary, client, progress)
         if os.path.isdir(output_path):
             shutil.rmtree(output_path)  # a Zarr store: os.replace cannot overwrite a folder
@@ -399,10 +405,10 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
             "strategies": strategies}
 
 
-def _strategies(client) -> dict[str, str]:
+def _strategies(client, strategy: str) -> dict[str, str]:
     if client is None:
-        return {"this process": local_strategy()}
-    return client.run(local_strategy)
+        return {"this process": local_strategy(strategy)}
+    return client.run(local_strategy, strategy)
 
 
 def write_scene(path: str, scene: dict, grid) -> None:

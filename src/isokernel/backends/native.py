@@ -1,0 +1,145 @@
+"""The ``native`` strategy: each row region of the graph as generated C,
+compiled by the system C compiler and called through ctypes over slices of
+the pixel axis on the shared thread pool (ctypes releases the GIL).
+
+Contract: bit-identical to ``reference`` for IEEE basic operations (+ − × ÷
+sqrt, casts, comparisons, selects, min/max, floor/ceil/rint/trunc,
+floor_divide/remainder, small reductions); transcendentals call the C math
+library and stay within the ulp bound measured against the reference and
+stated in each capsule. ``contract=True`` lets the compiler fuse ``a*b + c``
+into FMA: faster, different bits, recorded in the capsules and the report.
+Ops the emitter has no exact C form for run whole by the reference rules.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+
+from .. import codegen
+from ..ir import Op
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
+from .capsules import Capsule, NumericalPolicy, register
+from .pixel import Region, partition
+from .planning import Plan
+from .threads import StagedExecutable, _value, node_plan, resolve_workers, run_tasks, split
+
+PROVIDER = "c-native"
+PROVIDER_FMA = "c-native-fma"
+MIN_CHUNK_ROWS = 16 * codegen.ISK_BLOCK
+
+ULP_BOUND = {
+    Op.CBRT: 3, Op.EXP: 5, Op.EXP2: 4, Op.EXPM1: 3, Op.LOG: 7, Op.LOG2: 3, Op.LOG10: 3,
+    Op.LOG1P: 3, Op.SIN: 4, Op.COS: 4, Op.TAN: 4, Op.ASIN: 3, Op.ACOS: 3, Op.ATAN: 3,
+    Op.SINH: 3, Op.COSH: 3, Op.TANH: 2, Op.ASINH: 2, Op.ACOSH: 2, Op.ATANH: 3,
+    Op.POW: 2, Op.ATAN2: 3,
+}
+"""Largest distance, in ulp, between this strategy's transcendental and the
+reference's (NumPy's) over each function's domain, float32 and float64;
+measured by ``tests/test_native.py`` on x86-64 with glibc 2.36 libm/libmvec
+against NumPy 2.4's SIMD loops, which asserts it."""
+
+
+def _supports(node, modes) -> bool:
+    return codegen.supports(node, modes)
+
+
+class NativeExecutable(StagedExecutable):
+    strategy = "native"
+
+    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False):
+        super().__init__(plan, partition(plan.graph, accept=_supports))
+        self.workers, self.workers_source = resolve_workers(workers)
+        self.contract = bool(contract)
+        self.compiler = codegen.current_compiler()
+        self._kernels = self._compile()
+        provider = PROVIDER_FMA if self.contract else PROVIDER
+        self.plan = node_plan(plan, self.partition, provider)
+
+    def _compile(self) -> dict[int, tuple]:
+        stem = re.sub(r"\W", "_", self.graph.name) or "f"
+        pairs = {}
+        for k, stage in enumerate(self.partition.stages):
+            if isinstance(stage, Region):
+                body = codegen.emit_body(f"isk_{stem}_r{k}_point", stage, self.graph.index,
+                                         stage.modes)
+                pairs[k] = (body, f"isk_{stem}_r{k}")
+        self._source = codegen.host_source(list(pairs.values()), self.graph.name,
+                                           self.compiler.vector_math)
+        if not pairs:
+            self.built = None
+            return {}
+        library, self.built = codegen.build(self._source, self.contract)
+        kernels = {}
+        for k, (body, name) in pairs.items():
+            fn = getattr(library, name)
+            count = len(body.row_inputs) + len(body.whole_inputs) + len(body.outputs)
+            fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64]
+            fn.restype = None
+            kernels[k] = (body, fn)
+        return kernels
+
+    def run_region(self, k: int, region: Region, env: dict) -> None:
+        body, fn = self._kernels[k]
+        arrays = [np.ascontiguousarray(_value(env, x), dtype=x.dtype)
+                  for x in (*body.row_inputs, *body.whole_inputs)]
+        outs = self.allocate_outputs(region)
+        pointers = [a.ctypes.data for a in (*arrays, *outs)]
+        pixels = self.partition.pixels
+        chunks = min(4 * self.workers, max(1, pixels // MIN_CHUNK_ROWS))
+        slices = split(pixels, chunks, align=codegen.ISK_BLOCK)
+        run_tasks(lambda c: fn(*pointers, *slices[c]), len(slices), self.workers)
+        env.update(zip(region.outputs, outs))
+
+    def source(self) -> str:
+        return self._source
+
+    def report_lines(self) -> list[tuple[str, str]]:
+        cc = self.compiler
+        contraction = ("on: FMA contraction allowed (-ffp-contract=fast); bits differ from "
+                       "reference" if self.contract else "off (-ffp-contract=off)")
+        built = "no kernel (nothing row-local)" if self.built is None else (
+            f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})")
+        mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
+                   else "scalar libm")
+        return [("workers", f"{self.workers} ({self.workers_source})"),
+                ("pixels", self.partition.describe()),
+                ("compiler", f"{cc.name} {' '.join(cc.flags(self.contract))}"),
+                ("contract", contraction),
+                ("mathlib", mathlib),
+                ("kernel", built)]
+
+
+# --- capsules -----------------------------------------------------------------------------
+
+BASIC = "IEEE basic operation in C, bit-identical to NumPy"
+LIBM = ("C math library (glibc libm, or libmvec vector variants where the compiler "
+        "links them; the report says which)")
+
+
+def _policy(op: Op, contract: bool) -> NumericalPolicy:
+    contraction = "on (FMA allowed, -ffp-contract=fast)" if contract else "off"
+    if op in ULP_BOUND:
+        return NumericalPolicy(contraction=contraction,
+                               math_library=f"{LIBM}; max {ULP_BOUND[op]} ulp vs reference "
+                                            f"(measured)")
+    if op in REDUCE:
+        return NumericalPolicy(contraction=contraction,
+                               reduction_order="NumPy's left fold, unrolled (<= 7 elements)",
+                               math_library=BASIC)
+    return NumericalPolicy(contraction=contraction, math_library=BASIC)
+
+
+def _register_capsules() -> None:
+    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT):
+        kind = "element renaming" if op in LAYOUT else (
+            "libm call" if op in TRANSCENDENTAL else "C expression")
+        for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
+            register(Capsule(name=f"generated C ({kind})", op=op, provider=provider,
+                             device="cpu", trust="checked", vjp_mode="isokernel-graph",
+                             numerical_policy=_policy(op, contract)))
+
+
+_register_capsules()

@@ -1,0 +1,509 @@
+"""The ``threads`` strategy: the reference rules over contiguous pixel slices
+and cache-sized tiles, on a thread pool. Contract: bit-identical to
+``reference``.
+
+Each row region of the graph (``pixel.partition``) is run over slices of
+the pixel axis, one task per slice; a task walks its slice in tiles whose
+working set fits in the L2 cache, and evaluates every node of the region on
+the tile with the NumPy rule of the reference, written into preallocated
+scratch (``INTO``: the same ufuncs with ``out=``), so no tile allocates an
+array. NumPy releases the GIL inside its loops, so tiles of different tasks
+overlap. Ops that are not row-local run whole, by the reference rules,
+between the regions.
+
+The pool, the worker count and the slicing are shared with ``native``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import EVAL, Graph, Node, Op
+from .capsules import Capsule, lookup, register, registered
+from .liveness import VIEW_OPS
+from .pixel import ROWS, WHOLE, Outside, Partition, Region, partition
+from .planning import Plan
+from .platform import cpu_budget
+from .reference import PROVIDER as NUMPY_PROVIDER
+from .reference import _kernel
+
+PROVIDER = "numpy-tiles"
+DEFAULT_L2_BYTES = 1 << 20
+MIN_TILE_ROWS = 16
+
+
+# --- the reference rules, writing into a given buffer -------------------------------------
+
+def _cast_into(x, *, out, dtype):
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def _select_into(pred, x, y, *, out):
+    np.copyto(out, y)
+    np.copyto(out, x, where=pred)
+    return out
+
+
+def _reduce_into(ufunc, typed: bool):
+    def rule(x, *, out, axes):
+        if typed:
+            return ufunc.reduce(x, axis=axes, dtype=x.dtype, out=out)
+        return ufunc.reduce(x, axis=axes, out=out)
+    return rule
+
+
+def _pad_into(x, value, *, out, lo, hi, interior):
+    out[...] = value
+    spots = tuple(slice(a, a + (d - 1) * (i + 1) + 1, i + 1)
+                  for a, d, i in zip(lo, np.shape(x), interior))
+    out[spots] = x
+    return out
+
+
+INTO = {op: rule for op, rule in EVAL.items() if isinstance(rule, np.ufunc)}
+INTO.update({
+    Op.CAST: _cast_into,
+    Op.SELECT: _select_into,
+    Op.REDUCE_SUM: _reduce_into(np.add, typed=True),
+    Op.REDUCE_PROD: _reduce_into(np.multiply, typed=True),
+    Op.REDUCE_MAX: _reduce_into(np.maximum, typed=False),
+    Op.REDUCE_MIN: _reduce_into(np.minimum, typed=False),
+    Op.PAD: _pad_into,
+    Op.CONCATENATE: lambda *xs, out, axis: np.concatenate(xs, axis=axis, out=out),
+})
+"""For every op a tile computes into scratch: the reference's NumPy rule with
+an ``out`` buffer. The ufunc ops are EVAL's own ufuncs; the others restate
+EVAL's meaning (``np.where`` as two ``copyto``; ``np.sum`` as ``add.reduce``)
+and ``tests/test_threads.py`` checks each against EVAL bit for bit. View ops
+(broadcast, reshape, transpose, slice, rev) use EVAL itself: they allocate
+no data."""
+
+NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL})
+"""Leaves, and the matrix product, which always runs whole: BLAS may block a
+row slice differently from the full matrix."""
+
+
+def _tile_attrs(node: Node, rows: int) -> dict:
+    """The node's attributes for a tile of ``rows`` rows."""
+    attrs = dict(node.attrs)
+    if node.op in (Op.BROADCAST, Op.RESHAPE):
+        attrs["shape"] = (rows, *attrs["shape"][1:])
+    elif node.op is Op.SLICE:
+        attrs["limit"] = (rows, *attrs["limit"][1:])
+    return attrs
+
+
+# --- workers, the pool and the slices -----------------------------------------------------
+
+def resolve_workers(workers: int | None) -> tuple[int, str]:
+    """The worker count and where it came from: ``workers=`` wins, else the
+    CPU budget (affinity ∩ cgroup quota)."""
+    if workers is not None:
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ValueError(f"workers={workers!r}: give a positive integer, e.g. workers=2")
+        return workers, "workers= option"
+    budget = cpu_budget()
+    return max(1, budget.value), budget.source
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOL_LOCK = threading.Lock()
+_IN_WORKER = threading.local()
+
+
+def shared_pool(workers: int) -> ThreadPoolExecutor:
+    """One persistent pool per worker count, shared by threads and native."""
+    with _POOL_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix=f"isokernel-{workers}",
+                                      initializer=_mark_worker)
+            _POOLS[workers] = pool
+        return pool
+
+
+def _mark_worker() -> None:
+    _IN_WORKER.active = True
+
+
+def split(length: int, chunks: int, align: int = 1) -> list[tuple[int, int]]:
+    """``[0, length)`` as at most ``chunks`` contiguous slices of nearly equal
+    length, every boundary but the last a multiple of ``align``."""
+    units = -(-length // align)
+    chunks = max(1, min(chunks, units))
+    bounds = [min(length, (units * k // chunks) * align) for k in range(chunks + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def run_tasks(work, count: int, workers: int) -> None:
+    """Run ``work(k)`` for ``k < count`` on the pool, each task in a copy of
+    the caller's context (so ``np.errstate`` applies), and re-raise the first
+    failure once all have finished."""
+    if count == 1 or workers == 1 or getattr(_IN_WORKER, "active", False):
+        for k in range(count):
+            work(k)
+        return
+    pool = shared_pool(workers)
+    futures = [pool.submit(contextvars.copy_context().run, work, k) for k in range(count)]
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def l2_bytes() -> int:
+    path = "/sys/devices/system/cpu/cpu0/cache/index2/size"
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return DEFAULT_L2_BYTES
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    try:
+        return int(text.rstrip("KMG")) * scale
+    except ValueError:
+        return DEFAULT_L2_BYTES
+
+
+# --- one region: tiles evaluated into scratch ---------------------------------------------
+
+class _Slots:
+    """Scratch buffers of a region, reused by liveness. A node's result takes
+    the buffer of an operand that dies at this node when the op is an
+    elementwise ufunc (exact in-place overlap is safe for ufuncs and halves
+    the cache traffic), else a free buffer of its dtype and row shape; a
+    buffer returns to the pool after its last use (views keep their base
+    alive). Region outputs are written straight into the caller's arrays."""
+
+    def __init__(self, region: Region, hoisted: set):
+        self.assignment: dict[Node, int] = {}
+        self.kinds: list[tuple[np.dtype, tuple[int, ...]]] = []
+        storage = _storage(region)
+        dying = _last_use(region, storage)
+        last = {owner: i for i, owners in dying.items() for owner in owners}
+        free: dict[tuple, list[int]] = {}
+        outputs = set(region.outputs)
+        for i, node in enumerate(region.nodes):
+            if node.op not in VIEW_OPS and node not in outputs and node not in hoisted:
+                self.assignment[node] = self._place(node, i, last, free)
+            for dead in dying.get(i, ()):
+                slot = self.assignment.get(dead)
+                if slot is not None and slot != self.assignment.get(node):
+                    free.setdefault(self.kinds[slot], []).append(slot)
+
+    def _place(self, node: Node, i: int, last: dict, free: dict) -> int:
+        kind = (node.dtype, node.shape[1:])
+        if isinstance(INTO[node.op], np.ufunc):
+            for x in node.inputs:
+                slot = self.assignment.get(x)
+                if slot is not None and last.get(x) == i and self.kinds[slot] == kind:
+                    return slot
+        pool = free.setdefault(kind, [])
+        if pool:
+            return pool.pop()
+        self.kinds.append(kind)
+        return len(self.kinds) - 1
+
+    def row_bytes(self) -> int:
+        return sum(d.itemsize * math.prod(s) for d, s in self.kinds)
+
+    def allocate(self, rows: int) -> list[np.ndarray]:
+        return [np.empty((rows, *shape), dtype) for dtype, shape in self.kinds]
+
+
+def _storage(region: Region) -> dict[Node, Node]:
+    owner: dict[Node, Node] = {}
+    for node in region.nodes:
+        base = node.inputs[0] if node.op in VIEW_OPS else node
+        owner[node] = owner.get(base, base)
+    return owner
+
+
+def _last_use(region: Region, storage: dict) -> dict[int, list[Node]]:
+    """For each node index, the storages whose last reader it is."""
+    last: dict[Node, int] = {}
+    for i, node in enumerate(region.nodes):
+        for x in node.inputs:
+            if x in storage:
+                last[storage[x]] = i
+    for i, node in enumerate(region.nodes):
+        last.setdefault(storage[node], i)
+    dying: dict[int, list[Node]] = {}
+    for owner, i in last.items():
+        dying.setdefault(i, []).append(owner)
+    return dying
+
+
+def _hoisted(region: Region) -> list[Node]:
+    """View nodes of whole values only (a broadcast scalar): the same for
+    every tile of a given length, so computed once per call and length."""
+    whole = set(region.whole_inputs)
+    found: list[Node] = []
+    for node in region.nodes:
+        operands = zip(node.inputs, region.modes[node])
+        if node.op in VIEW_OPS and all(x in found or (x in whole and mode == WHOLE)
+                                       for x, mode in operands):
+            found.append(node)
+    return found
+
+
+def _signature(region: Region, hoisted: list[Node], slots: _Slots):
+    """Parameter names, and the name of every value from outside the region
+    by how it is read (a value may be read both by rows and whole)."""
+    names: dict[tuple, str] = {}
+    params = []
+    groups = (("r", ROWS, region.row_inputs), ("w", WHOLE, region.whole_inputs),
+              ("h", None, hoisted), ("o", None, region.outputs))
+    for prefix, mode, group in groups:
+        for k, node in enumerate(group):
+            if mode is not None:
+                names[(node, mode)] = f"{prefix}{k}"
+            params.append(f"{prefix}{k}")
+    params += [f"s{k}" for k in range(len(slots.kinds))]
+    return names, params
+
+
+def _operands(node: Node, region: Region, names: dict) -> str:
+    return ", ".join(names.get(x) or names[(x, mode)]
+                     for x, mode in zip(node.inputs, region.modes[node]))
+
+
+def generate_tile(region: Region, hoisted: list[Node], slots: _Slots,
+                  rows: int) -> tuple[str, dict]:
+    """Source of ``tile(<row inputs>, <whole inputs>, <hoisted views>,
+    <outputs>, <scratch>)`` for a tile of ``rows`` rows: one line per node,
+    in tape order."""
+    names, params = _signature(region, hoisted, slots)
+    names.update({n: f"h{k}" for k, n in enumerate(hoisted)})
+    outputs = {n: f"o{k}" for k, n in enumerate(region.outputs)}
+    env: dict = {"_copyto": np.copyto}
+    lines = [f"def tile({', '.join(params)}):"]
+    for i, node in enumerate(region.nodes):
+        where = f"  # {node.op.value}{' @ ' + node.where if node.where else ''}"
+        args = _operands(node, region, names)
+        if node in hoisted:
+            pass
+        elif node.op in VIEW_OPS:
+            env[f"_f{i}"] = functools.partial(EVAL[node.op], **_tile_attrs(node, rows))
+            names[node] = f"t{i}"
+            lines.append(f"    t{i} = _f{i}({args}){where}")
+        else:
+            env[f"_f{i}"] = functools.partial(INTO[node.op], **_tile_attrs(node, rows))
+            target = outputs.get(node) or f"s{slots.assignment[node]}"
+            names[node] = f"t{i}"
+            lines.append(f"    t{i} = _f{i}({args}{', ' if args else ''}out={target}){where}")
+        if node in outputs and node.op in VIEW_OPS:
+            lines.append(f"    _copyto({outputs[node]}, {names[node]})")
+    return "\n".join(lines) + "\n", env
+
+
+def generate_hoist(region: Region, hoisted: list[Node], rows: int) -> tuple[str, dict]:
+    """Source of ``hoist(<whole inputs>) -> <hoisted views>``."""
+    names = {n: f"w{k}" for k, n in enumerate(region.whole_inputs)}
+    params = list(names.values())
+    env: dict = {}
+    lines = [f"def hoist({', '.join(params)}):"]
+    for k, node in enumerate(hoisted):
+        env[f"_f{k}"] = functools.partial(EVAL[node.op], **_tile_attrs(node, rows))
+        lines.append(f"    h{k} = _f{k}({', '.join(names[x] for x in node.inputs)})")
+        names[node] = f"h{k}"
+    lines.append(f"    return ({''.join(f'h{k}, ' for k in range(len(hoisted)))})")
+    return "\n".join(lines) + "\n", env
+
+
+def _exec(source: str, env: dict, name: str, label: str):
+    exec(compile(source, f"<isokernel threads {label}>", "exec"), env)  # noqa: S102
+    return env[name]
+
+
+class RegionRunner:
+    """Runs one region over the pixel axis: slices on the pool, tiles within."""
+
+    def __init__(self, region: Region, pixels: int, workers: int, tile_rows: int | None):
+        self.region = region
+        self.pixels = pixels
+        self.workers = workers
+        self.hoisted = _hoisted(region)
+        self.slots = _Slots(region, set(self.hoisted))
+        per_row = max(1, self.slots.row_bytes())
+        if tile_rows is None:  # the working set of a tile: half the L2 cache
+            tile_rows = max(MIN_TILE_ROWS, (l2_bytes() // 2) // per_row)
+        self.tile_rows = min(pixels, tile_rows)
+        chunks = min(4 * workers, max(1, pixels // self.tile_rows))
+        self.chunks = [[(begin + a, begin + b) for a, b in
+                        split(end - begin, -(-(end - begin) // self.tile_rows))]
+                       for begin, end in split(pixels, chunks)]
+        self.lengths = sorted({b - a for chunk in self.chunks for a, b in chunk})
+        self._programs = {n: self._program(n) for n in self.lengths}
+        self._scratch = threading.local()
+
+    def _program(self, rows: int):
+        tile = _exec(*generate_tile(self.region, self.hoisted, self.slots, rows), "tile",
+                     f"tile {rows}")
+        hoist = _exec(*generate_hoist(self.region, self.hoisted, rows), "hoist",
+                      f"hoist {rows}")
+        return tile, hoist
+
+    def scratch(self) -> dict[int, list[np.ndarray]]:
+        views = getattr(self._scratch, "views", None)
+        if views is None:
+            buffers = self.slots.allocate(self.tile_rows)
+            views = {n: [b[:n] for b in buffers] for n in self.lengths}
+            self._scratch.views = views
+        return views
+
+    def run(self, rows_in: list, wholes: list, outs: list) -> None:
+        hoisted = {n: self._programs[n][1](*wholes) for n in self.lengths}
+
+        def work(chunk: int) -> None:
+            scratch = self.scratch()
+            for a, b in self.chunks[chunk]:
+                n = b - a
+                self._programs[n][0](*(x[a:b] for x in rows_in), *wholes, *hoisted[n],
+                                     *(o[a:b] for o in outs), *scratch[n])
+        run_tasks(work, len(self.chunks), self.workers)
+
+
+# --- the executable -----------------------------------------------------------------------
+
+class StagedExecutable:
+    """Runs a partition: whole stages by the reference rules, regions by
+    ``run_region``; values are dropped after the last stage that reads them."""
+
+    def __init__(self, plan: Plan, part: Partition):
+        self.plan = plan
+        self.graph: Graph = plan.graph
+        self.partition = part
+        self._release = _release_after(part)
+        self.static_liveness = None
+        self.measured_liveness = None
+
+    def __call__(self, *arrays):
+        env = dict(zip(self.graph.inputs, arrays))
+        for k, stage in enumerate(self.partition.stages):
+            if isinstance(stage, Outside):
+                for node in stage.nodes:
+                    env[node] = _kernel(node)(*(_value(env, x) for x in node.inputs))
+            else:
+                self.run_region(k, stage, env)
+            for dead in self._release[k]:
+                env.pop(dead, None)
+        return tuple(_value(env, x) for x in self.graph.outputs)
+
+    def run_region(self, k: int, region: Region, env: dict) -> None:
+        raise NotImplementedError
+
+    def measure(self, *arrays):
+        """Runs once; live-buffer tracking is the reference strategy's."""
+        return self(*arrays)
+
+    def allocate_outputs(self, region: Region) -> list[np.ndarray]:
+        pixels = self.partition.pixels
+        return [np.empty((pixels, *n.shape[1:]), n.dtype) for n in region.outputs]
+
+
+def _value(env: dict, node: Node):
+    if node.op is Op.CONST:
+        return node.attrs["value"].value
+    return env[node]
+
+
+def _release_after(part: Partition) -> list[list[Node]]:
+    last: dict[Node, int] = {}
+    for k, stage in enumerate(part.stages):
+        nodes = stage.nodes
+        for node in nodes:
+            for x in node.inputs:
+                last[x] = k
+    keep = set(part.graph.outputs) | set(part.graph.inputs)
+    release: list[list[Node]] = [[] for _ in part.stages]
+    for node, k in last.items():
+        if node not in keep:
+            release[k].append(node)
+    return release
+
+
+class ThreadsExecutable(StagedExecutable):
+    strategy = "threads"
+
+    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None):
+        super().__init__(plan, partition(plan.graph))
+        self.workers, self.workers_source = resolve_workers(workers)
+        if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
+            raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
+                             f"tile_rows=4096, or leave it to the L2 cache size")
+        self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers, tile_rows)
+                         for k, s in enumerate(self.partition.stages) if isinstance(s, Region)}
+        self.plan = node_plan(plan, self.partition, PROVIDER)
+
+    def run_region(self, k: int, region: Region, env: dict) -> None:
+        runner = self._runners[k]
+        outs = self.allocate_outputs(region)
+        runner.run([_value(env, x) for x in region.row_inputs],
+                   [_value(env, x) for x in region.whole_inputs], outs)
+        env.update(zip(region.outputs, outs))
+
+    def source(self) -> str:
+        parts = []
+        for k, runner in self._runners.items():
+            rows = runner.lengths[-1]
+            parts.append(f"# region {k}: tiles of {rows} rows\n"
+                         + generate_hoist(runner.region, runner.hoisted, rows)[0]
+                         + generate_tile(runner.region, runner.hoisted, runner.slots, rows)[0])
+        return "\n".join(parts) or "# no row region: every op runs whole by the reference rules\n"
+
+    def report_lines(self) -> list[tuple[str, str]]:
+        tiles = ", ".join(f"{r.tile_rows} rows ({len(r.slots.kinds)} scratch buffers)"
+                          for r in self._runners.values()) or "none"
+        return [("workers", f"{self.workers} ({self.workers_source})"),
+                ("pixels", self.partition.describe()),
+                ("tiles", tiles)]
+
+
+# --- capsules -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodePlan(Plan):
+    """A plan that binds capsules per node: the same op may run inside a
+    region under this strategy's capsule and whole under the reference's."""
+
+    by_node: dict = field(default_factory=dict)
+
+    def capsule_counts(self) -> list[tuple[Capsule, int]]:
+        counts = Counter(self.by_node.values())
+        return list(counts.items())
+
+
+def node_plan(plan: Plan, part: Partition, provider: str) -> NodePlan:
+    """The plan as run: nodes inside a region under ``provider``'s capsules,
+    the others under the reference's."""
+    inside = {n for r in part.regions for n in r.nodes}
+    capsules = {}
+    for node in part.graph.nodes:
+        if node.op in (Op.INPUT, Op.CONST):
+            continue
+        capsules[node] = lookup(node.op, provider if node in inside else NUMPY_PROVIDER)
+    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
+
+
+def _register_capsules() -> None:
+    reference = {c.op: c for c in registered() if c.provider == NUMPY_PROVIDER}
+    for op, capsule in reference.items():
+        if op in NOT_IN_TILES:
+            continue
+        policy = capsule.numerical_policy
+        register(Capsule(name=f"{capsule.name} on row tiles (out=)", op=op, provider=PROVIDER,
+                         device="cpu", trust="checked", vjp_mode=capsule.vjp_mode,
+                         numerical_policy=policy))
+
+
+_register_capsules()

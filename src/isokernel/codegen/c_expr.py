@@ -1,0 +1,299 @@
+"""C_EXPR: the C99 expression of every elementwise op, per dtype, matching
+NumPy bit for bit wherever the op is an IEEE basic operation.
+
+A rule takes a ``Ctx`` (operand dtype, result dtype, attributes) and the C
+expressions of the operands (SSA names or literals) and returns the C
+expression of the result, or None when no C expression reproduces NumPy
+exactly for those dtypes (the node then runs by the reference rules).
+
+NumPy's semantics, restated:
+- integer ``+ - *`` and negation wrap (computed in the unsigned type, since
+  signed overflow is undefined in C);
+- ``maximum(a, b)`` is ``a`` when ``a > b`` or ``a`` is NaN, else ``b`` (so
+  NaN propagates and ``maximum(0., -0.) == -0.``); ``minimum`` likewise;
+- ``sign`` of NaN is that NaN and of ±0 is +0;
+- float ``floor_divide``/``remainder`` follow ``npy_divmod`` (fmod, then the
+  Python sign convention and the snap of the quotient); integer division by
+  zero gives 0, and ``MIN // -1`` wraps to MIN;
+- a float→integer cast of NaN, ±inf or an out-of-range value gives what
+  NumPy's cast loop gives on this CPU: INT_MIN on x86-64 ("integer
+  indefinite"), saturation elsewhere (probed once at import);
+- integer ``power`` raises for negative exponents in NumPy, which C cannot
+  reproduce: it has no rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Op, dtypes
+
+CTYPE = {dtypes.float32: "float", dtypes.float64: "double", dtypes.int32: "int32_t",
+         dtypes.int64: "int64_t", dtypes.bool_: "uint8_t"}
+UTYPE = {dtypes.int32: "uint32_t", dtypes.int64: "uint64_t"}
+SHORT = {dtypes.float32: "f32", dtypes.float64: "f64", dtypes.int32: "i32",
+         dtypes.int64: "i64", dtypes.bool_: "b"}
+
+
+@dataclass(frozen=True)
+class Ctx:
+    dtype: np.dtype  # operand dtype (the first operand's; SELECT: the branches')
+    out: np.dtype  # result dtype
+    attrs: dict
+
+    @property
+    def ctype(self) -> str:
+        return CTYPE[self.out]
+
+
+def math_name(dtype: np.dtype, name: str) -> str:
+    """libm's name for ``name`` at ``dtype``: ``expf`` for float32."""
+    return name + "f" if dtype == dtypes.float32 else name
+
+
+def _float_to_int_style() -> str:
+    with np.errstate(all="ignore"):
+        probe = np.array([np.nan, np.inf], dtype=np.float64).astype(np.int32)
+    return "indefinite" if probe.tolist() == [-(2**31), -(2**31)] else "saturate"
+
+
+FLOAT_TO_INT = _float_to_int_style()
+
+
+# --- literals -----------------------------------------------------------------------------
+
+def literal(value, dtype: np.dtype) -> str:
+    """An exact C literal: hex floats, bit patterns for NaN and inf."""
+    value = np.asarray(value, dtype=dtype)[()]
+    if dtype in dtypes.FLOATS:
+        if not np.isfinite(value):
+            bits = value.view(np.uint32 if dtype == dtypes.float32 else np.uint64)
+            return f"isk_bits_{SHORT[dtype]}(0x{int(bits):x}u)"
+        mantissa, exponent = float(value).hex().split("p")
+        text = f"{mantissa.rstrip('0').rstrip('.')}p{exponent}".replace("0xp", "0x0p")
+        if "." not in text:
+            text = text.replace("p", ".0p", 1)
+        return text + "f" if dtype == dtypes.float32 else text
+    if dtype == dtypes.bool_:
+        return "1" if value else "0"
+    if dtype == dtypes.int64:
+        return f"INT64_C({int(value)})" if value != -(2**63) else "INT64_MIN"
+    return str(int(value)) if value != -(2**31) else "INT32_MIN"
+
+
+# --- rules --------------------------------------------------------------------------------
+
+def _wrap(op: str):
+    """Integer arithmetic that wraps like NumPy; plain for floats."""
+    def rule(t: Ctx, x, y):
+        if t.dtype in dtypes.INTS:
+            u = UTYPE[t.dtype]
+            return f"({t.ctype})(({u}){x} {op} ({u}){y})"
+        return f"({x} {op} {y})"
+    return rule
+
+
+def _neg(t: Ctx, x):
+    if t.dtype in dtypes.INTS:
+        return f"({t.ctype})(({UTYPE[t.dtype]})0 - ({UTYPE[t.dtype]}){x})"
+    return f"(-{x})"
+
+
+def _abs(t: Ctx, x):
+    if t.dtype in dtypes.INTS:
+        return f"({x} < 0 ? {_neg(t, x)} : {x})"
+    return f"{math_name(t.dtype, 'fabs')}({x})"
+
+
+def _sign(t: Ctx, x):
+    if t.dtype in dtypes.INTS:
+        return f"({t.ctype})(({x} > 0) - ({x} < 0))"
+    one, zero = literal(1, t.dtype), literal(0, t.dtype)
+    return f"({x} > 0 ? {one} : ({x} < 0 ? -{one} : ({x} == 0 ? {zero} : {x})))"
+
+
+def _float_only(name: str):
+    def rule(t: Ctx, *xs):
+        if t.dtype not in dtypes.FLOATS:
+            return None
+        return f"{math_name(t.dtype, name)}({', '.join(xs)})"
+    return rule
+
+
+def _extreme(cmp: str):
+    def rule(t: Ctx, x, y):
+        if t.dtype in dtypes.FLOATS:
+            return f"(({x} {cmp} {y} || {x} != {x}) ? {x} : {y})"
+        return f"({x} {cmp} {y} ? {x} : {y})"
+    return rule
+
+
+def _helper(name: str):
+    """A call to a prelude function, e.g. ``isk_floordiv_f64(x, y)``."""
+    def rule(t: Ctx, x, y):
+        return f"isk_{name}_{SHORT[t.dtype]}({x}, {y})"
+    return rule
+
+
+def _compare(op: str):
+    return lambda t, x, y: f"(uint8_t)({x} {op} {y})"
+
+
+def _cast(t: Ctx, x, *, dtype=None):
+    src, dst = t.dtype, t.out
+    if src == dst:
+        return x
+    if dst == dtypes.bool_:
+        return f"(uint8_t)({x} != 0)"
+    if src in dtypes.FLOATS and dst in dtypes.INTS:
+        return f"isk_{SHORT[src]}_to_{SHORT[dst]}({x})"
+    return f"({CTYPE[dst]}){x}"
+
+
+MATH = {
+    Op.SQRT: "sqrt", Op.CBRT: "cbrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1",
+    Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SIN: "sin",
+    Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos", Op.ATAN: "atan",
+    Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh", Op.ACOSH: "acosh",
+    Op.ATANH: "atanh", Op.POW: "pow", Op.ATAN2: "atan2", Op.FLOOR: "floor", Op.CEIL: "ceil",
+    Op.ROUND: "rint", Op.TRUNC: "trunc",
+}
+"""libm functions by op (float64 names; float32 adds ``f``). ``rint`` is
+NumPy's ``round`` (half to even in the default rounding mode)."""
+
+C_EXPR = {
+    **{op: _float_only(name) for op, name in MATH.items()},
+    Op.NEG: _neg,
+    Op.ABS: _abs,
+    Op.SIGN: _sign,
+    Op.NOT: lambda t, x: f"(uint8_t)(!{x})",
+    Op.CAST: _cast,
+    Op.ADD: _wrap("+"),
+    Op.SUB: _wrap("-"),
+    Op.MUL: _wrap("*"),
+    Op.DIV: lambda t, x, y: f"({x} / {y})",
+    Op.MAX: _extreme(">"),
+    Op.MIN: _extreme("<"),
+    Op.FLOORDIV: _helper("floordiv"),
+    Op.REM: _helper("rem"),
+    Op.EQ: _compare("=="),
+    Op.NE: _compare("!="),
+    Op.LT: _compare("<"),
+    Op.LE: _compare("<="),
+    Op.GT: _compare(">"),
+    Op.GE: _compare(">="),
+    Op.AND: lambda t, x, y: f"(uint8_t)({x} && {y})",
+    Op.OR: lambda t, x, y: f"(uint8_t)({x} || {y})",
+    Op.SELECT: lambda t, c, x, y: f"({c} ? {x} : {y})",
+    # reductions: the expression that combines two partial results
+    Op.REDUCE_SUM: _wrap("+"),
+    Op.REDUCE_PROD: _wrap("*"),
+    Op.REDUCE_MAX: _extreme(">"),
+    Op.REDUCE_MIN: _extreme("<"),
+}
+
+REDUCE_IDENTITY = {Op.REDUCE_SUM: 0, Op.REDUCE_PROD: 1}
+"""NumPy starts ``add.reduce`` and ``multiply.reduce`` from the identity and
+``maximum``/``minimum.reduce`` from the first element."""
+
+TRANSCENDENTAL_NAMES = frozenset(
+    name for op, name in MATH.items()
+    if op not in (Op.SQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC))
+
+
+# --- the prelude: helpers the expressions call --------------------------------------------
+
+def _divmod_helpers(s: str, t: str) -> str:
+    f = "f" if t == "float" else ""
+    return f"""\
+ISK_INLINE {t} isk_divmod_{s}({t} a, {t} b, {t} *mod_out)
+{{  /* npy_divmod: fmod, the Python sign convention, the snapped quotient */
+    {t} mod = fmod{f}(a, b);
+    {t} div = (a - mod) / b;
+    {t} floordiv;
+    if (mod != 0) {{
+        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
+    }} else {{
+        mod = copysign{f}(0, b);
+    }}
+    if (div != 0) {{
+        floordiv = floor{f}(div);
+        if (div - floordiv > ({t})0.5) floordiv += 1;
+    }} else {{
+        floordiv = copysign{f}(0, a / b);
+    }}
+    *mod_out = mod;
+    return floordiv;
+}}
+ISK_INLINE {t} isk_floordiv_{s}({t} a, {t} b)
+{{
+    {t} mod;
+    return b == 0 ? a / b : isk_divmod_{s}(a, b, &mod);
+}}
+ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
+{{
+    {t} mod;
+    if (b == 0) return fmod{f}(a, b);
+    isk_divmod_{s}(a, b, &mod);
+    return mod;
+}}
+"""
+
+
+def _int_division_helpers(s: str, t: str, u: str) -> str:
+    return f"""\
+ISK_INLINE {t} isk_floordiv_{s}({t} a, {t} b)
+{{  /* NumPy: x // 0 == 0, MIN // -1 wraps to MIN, rounds toward -inf */
+    if (b == 0) return 0;
+    if (b == -1) return ({t})(({u})0 - ({u})a);
+    {t} q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}}
+ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
+{{  /* NumPy: x % 0 == 0; the result takes the divisor's sign */
+    if (b == 0 || b == -1) return 0;
+    {t} r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}}
+"""
+
+
+def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int) -> str:
+    limit = f"{2.0 ** (bits - 1):.1f}"
+    if FLOAT_TO_INT == "indefinite":
+        body = (f"return ((double)x >= -{limit} && (double)x < {limit}) ? ({t})x : {lo};"
+                f"  /* x86 cvtt: NaN, inf, out of range -> MIN */")
+    else:
+        body = (f"return x != x ? 0 : ((double)x < -{limit} ? {lo} : "
+                f"((double)x >= {limit} ? {hi} : ({t})x));  /* saturating */")
+    ctype = "float" if src == "f32" else "double"
+    return f"ISK_INLINE {t} isk_{src}_to_{dst}({ctype} x)\n{{\n    {body}\n}}\n"
+
+
+def _bits_helper(s: str, t: str, u: str) -> str:
+    return (f"ISK_INLINE {t} isk_bits_{s}({u} bits)\n"
+            f"{{\n    union {{ {u} u; {t} f; }} v;\n    v.u = bits;\n    return v.f;\n}}\n")
+
+
+HELPERS = {
+    "isk_bits_f32": _bits_helper("f32", "float", "uint32_t"),
+    "isk_bits_f64": _bits_helper("f64", "double", "uint64_t"),
+    "isk_floordiv_f32": _divmod_helpers("f32", "float"),
+    "isk_floordiv_f64": _divmod_helpers("f64", "double"),
+    "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t"),
+    "isk_floordiv_i64": _int_division_helpers("i64", "int64_t", "uint64_t"),
+    **{f"isk_{s}_to_{d}": _cast_helper(s, d, t, lo, hi, bits)
+       for s in ("f32", "f64")
+       for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
+                                  ("i64", "int64_t", "INT64_MIN", "INT64_MAX", 64))},
+}
+"""Prelude functions by name; the floordiv entry also defines rem (and the
+shared divmod), so ``isk_rem_*`` maps to it in ``helper_for``."""
+
+
+def helper_for(name: str) -> str:
+    return name.replace("isk_rem_", "isk_floordiv_")

@@ -1,0 +1,239 @@
+"""The one C emitter: a row region of a graph as an SSA body.
+
+The body is a prelude of helper functions and one per-element function
+
+    ISK_INLINE void isk_<name>_point(int64_t i, const double *restrict in0, ...,
+                                     double *restrict out0, ...)
+
+that reads row ``i`` of every row input, the whole of every whole input, and
+writes row ``i`` of every output. Each node is one ``const`` temporary per
+element of its row (``v7``, or ``v7_0, v7_1, ...`` for a row of several
+elements); constants are exact hex-float literals; ``where`` is a select
+whose both sides were already computed; layout ops (broadcast, reshape,
+transpose, slice, rev, pad, concatenate) only rename elements, by applying
+the reference's own rule to an array of names; small reductions are
+unrolled in NumPy's order. Every line carries its provenance
+(``// exp @ model.py:14``).
+
+The body depends on nothing of its caller: the CPU host wrapper
+(``host.py``) calls it over a slice of rows, and a CUDA wrapper can call the
+same function from a grid-stride loop after defining ``ISK_INLINE`` as a
+device function.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import EVAL, Node, Op, dtypes
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
+from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal
+
+MAX_ROW_ELEMENTS = 64
+"""Largest row (elements per pixel) of a node the emitter unrolls."""
+MAX_REDUCED = 7
+"""Largest reduction it unrolls: up to 7 elements NumPy folds left to right
+whatever the layout; from 8 on, pairwise summation makes the order depend
+on the memory layout, so those reductions run by the reference."""
+
+
+class Unsupported(Exception):
+    """A node the emitter has no exact C form for."""
+
+
+@dataclass(frozen=True)
+class Body:
+    name: str  # the per-element function
+    function: str  # its definition
+    helpers: tuple[str, ...]  # prelude functions it calls (``c_expr.HELPERS`` keys)
+    row_inputs: tuple[Node, ...]
+    whole_inputs: tuple[Node, ...]  # non-constant whole inputs, passed as pointers
+    outputs: tuple[Node, ...]
+    math: frozenset[str]  # libm functions called, e.g. {"exp", "sqrtf"}
+
+    @property
+    def text(self) -> str:
+        """Prelude and function: everything a wrapper needs besides
+        ``ISK_INLINE``, <math.h> and <stdint.h>."""
+        return prelude(self.helpers) + self.function
+
+
+def supports(node: Node, modes: tuple[str, ...]) -> bool:
+    """True when ``emit_body`` can emit ``node`` (read with ``modes``)."""
+    if any(math.prod(x.shape[1:] if m == "rows" else x.shape) > MAX_ROW_ELEMENTS
+           for x, m in zip(node.inputs, modes)):
+        return False
+    if math.prod(node.shape[1:]) > MAX_ROW_ELEMENTS:
+        return False
+    if node.op in LAYOUT:
+        return True
+    if node.op in REDUCE:
+        # NumPy folds a fresh (C-contiguous) operand in index order; a view's
+        # order follows its strides, so only fresh operands are unrolled
+        x = node.inputs[0]
+        reduced = math.prod(x.shape[a] for a in node.attrs["axes"])
+        fresh = x.op in ELEMENTWISE or x.op in REDUCE
+        return fresh and 0 < reduced <= MAX_REDUCED
+    if node.op not in ELEMENTWISE:
+        return False
+    names = ["x"] * len(node.inputs)
+    return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
+
+
+def _ctx(node: Node) -> Ctx:
+    operand = node.inputs[-1] if node.op is Op.SELECT else node.inputs[0]
+    return Ctx(operand.dtype, node.dtype, dict(node.attrs))
+
+
+def _rule_attrs(node: Node) -> dict:
+    return {"dtype": node.attrs["dtype"]} if node.op is Op.CAST else {}
+
+
+class _Emitter:
+    def __init__(self, name: str, region, index, modes: dict):
+        self.name = name
+        self.region = region
+        self.index = index  # node -> its number in the graph (names and comments)
+        self.modes = modes
+        self.lines: list[str] = []
+        self.values: dict[Node, np.ndarray] = {}  # row names, shape (1, *row shape)
+        self.whole: dict[Node, np.ndarray] = {}  # names of values read whole, their shape
+        self.math: set[str] = set()
+
+    def emit(self) -> Body:
+        params = self._inputs()
+        for node in self.region.nodes:
+            self._node(node)
+        params += self._outputs()
+        head = f"ISK_INLINE void {self.name}(int64_t i, {', '.join(params)})"
+        text = "\n".join([head, "{", *self.lines, "}"]) + "\n"
+        helpers = sorted({helper_for(n) for n in re.findall(r"\bisk_\w+(?=\()", text)}
+                         & set(HELPERS))
+        whole = tuple(x for x in self.region.whole_inputs if x.op is not Op.CONST)
+        return Body(self.name, text, tuple(helpers), tuple(self.region.row_inputs), whole,
+                    tuple(self.region.outputs), frozenset(self.math))
+
+    def _inputs(self) -> list[str]:
+        params = []
+        for k, x in enumerate(self.region.row_inputs):
+            size, ctype = math.prod(x.shape[1:]), CTYPE[x.dtype]
+            params.append(f"const {ctype} *restrict in{k}")
+            self.values[x] = self._load(x, f"in{k}", size, (1, *x.shape[1:]), rows=True)
+        for k, x in enumerate(xs for xs in self.region.whole_inputs if xs.op is not Op.CONST):
+            params.append(f"const {CTYPE[x.dtype]} *restrict w{k}")
+            self.whole[x] = self._load(x, f"w{k}", x.aval.size, x.shape, rows=False)
+        for x in self.region.whole_inputs:
+            if x.op is Op.CONST:
+                value = x.attrs["value"].value
+                names = [literal(v, x.dtype) for v in value.ravel()]
+                self.whole[x] = np.array(names, dtype=object).reshape(value.shape)
+        return params
+
+    def _load(self, x: Node, pointer: str, size: int, shape, rows: bool) -> np.ndarray:
+        ctype, base = CTYPE[x.dtype], self._base(x)
+        names = []
+        for j in range(size):
+            at = (f"i * {size} + {j}" if size > 1 else "i") if rows else str(j)
+            name = f"{base}_{j}" if size > 1 else base
+            self.lines.append(f"    const {ctype} {name} = {pointer}[{at}];"
+                              f"  // {'row of ' if rows else ''}{self._label(x)}")
+            names.append(name)
+        return np.array(names, dtype=object).reshape(shape)
+
+    def _base(self, node: Node) -> str:
+        return f"v{self.index(node)}"
+
+    def _operands(self, node: Node) -> list[np.ndarray]:
+        modes = self.modes.get(node) or ("rows",) * len(node.inputs)
+        return [self.whole[x] if mode == "whole" else self.values[x]
+                for x, mode in zip(node.inputs, modes)]
+
+    def _label(self, node: Node) -> str:
+        label = f"%{self.index(node)} {node.op.value}"
+        return f"{label} @ {node.where}" if node.where else label
+
+    def _outputs(self) -> list[str]:
+        params = []
+        for k, node in enumerate(self.region.outputs):
+            size = math.prod(node.shape[1:])
+            params.append(f"{CTYPE[node.dtype]} *restrict out{k}")
+            for j, name in enumerate(self.values[node].ravel()):
+                at = f"i * {size} + {j}" if size > 1 else "i"
+                self.lines.append(f"    out{k}[{at}] = {name};")
+        return params
+
+    def _node(self, node: Node) -> None:
+        if node.op in LAYOUT:
+            self.values[node] = self._layout(node)
+        elif node.op in REDUCE:
+            self.values[node] = self._reduce(node)
+        else:
+            operands = [x.ravel() for x in self._operands(node)]
+            exprs = [self._expr(node, [o[j] for o in operands])
+                     for j in range(math.prod(node.shape[1:]))]
+            self.values[node] = self._define(node, exprs)
+
+    def _expr(self, node: Node, names: list[str]) -> str:
+        expr = C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node))
+        if expr is None:
+            raise Unsupported(f"{node.op.value} of {dtypes.SHORT[node.dtype]}")
+        self.math.update(re.findall(r"\b([a-z][a-z0-9]*)\(", expr))
+        return expr
+
+    def _define(self, node: Node, exprs: list[str]) -> np.ndarray:
+        base, ctype = self._base(node), CTYPE[node.dtype]
+        names = []
+        for j, expr in enumerate(exprs):
+            name = f"{base}_{j}" if len(exprs) > 1 else base
+            self.lines.append(f"    const {ctype} {name} = {expr};  // {self._label(node)}")
+            names.append(name)
+        return np.array(names, dtype=object).reshape((1, *node.shape[1:]))
+
+    def _layout(self, node: Node) -> np.ndarray:
+        """The reference rule applied to arrays of names, with the pixel axis
+        of length 1: the rule itself decides which element goes where."""
+        attrs = dict(node.attrs)
+        if node.op in (Op.BROADCAST, Op.RESHAPE):
+            attrs["shape"] = (1, *attrs["shape"][1:])
+        elif node.op is Op.SLICE:
+            attrs["limit"] = (1, *attrs["limit"][1:])
+        return np.array(EVAL[node.op](*self._operands(node), **attrs), dtype=object)
+
+    def _reduce(self, node: Node) -> np.ndarray:
+        (x,) = node.inputs
+        axes = tuple(sorted(node.attrs["axes"]))
+        names = self.values[x]
+        kept = [a for a in range(x.aval.ndim) if a not in axes]
+        lanes = np.transpose(names, (*kept, *axes)).reshape(
+            (1, *node.shape[1:], -1)) if axes else names[..., None]
+        exprs = [self._fold(node, list(lane)) for lane in lanes.reshape(-1, lanes.shape[-1])]
+        return self._define(node, exprs)
+
+    def _fold(self, node: Node, names: list[str]) -> str:
+        """NumPy's left fold, from the identity for sum and product."""
+        combine = C_EXPR[node.op]
+        ctx = _ctx(node)
+        if node.op in REDUCE_IDENTITY:
+            acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
+        else:
+            acc, names = names[0], names[1:]
+        for name in names:
+            acc = combine(ctx, acc, name)
+        return acc
+
+
+def emit_body(name: str, region, index, modes: dict | None = None) -> Body:
+    """The body of ``region`` (anything with ``nodes``, ``row_inputs``,
+    ``whole_inputs`` and ``outputs`` in tape order); ``index(node)`` numbers
+    the temporaries."""
+    return _Emitter(name, region, index, modes or {}).emit()
+
+
+def prelude(helpers) -> str:
+    """The definitions of the named helpers, each once."""
+    names = sorted(set(helpers))
+    return "".join(HELPERS[n] for n in names) + ("\n" if names else "")

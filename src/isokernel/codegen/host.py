@@ -1,0 +1,126 @@
+"""The CPU host wrapper around an SSA body: a C function over a slice
+``[begin, end)`` of the pixel axis.
+
+Rows are processed in blocks of ``ISK_BLOCK`` by one non-inlined block
+function whose loop has a constant trip count, so the compiler vectorizes
+it without a scalar remainder. A slice's last partial block is copied into
+padded buffers and run through the same block function. Every row
+therefore goes through the same instructions wherever it falls in a slice:
+results do not depend on the worker count or the slicing, even where a
+vector math library is used.
+
+With ``vector_math``, the libm functions the body calls are declared with
+``__attribute__((simd))`` so GCC calls the vector variants of glibc's
+libmvec; that is the only difference from scalar libm and it is recorded in
+the capsules.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .c_expr import CTYPE, TRANSCENDENTAL_NAMES
+from .emit import Body, prelude
+
+ISK_BLOCK = 256
+HEADER = """\
+/* isokernel native kernel {kernel} -- generated, do not edit.
+ * Graph {graph}; compile without fast-math. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#define ISK_INLINE static inline __attribute__((always_inline))
+#define ISK_BLOCK {block}
+"""
+
+TWO_ARGUMENTS = frozenset({"pow", "atan2"})
+
+
+def simd_declarations(names) -> str:
+    """Vector-variant declarations for the libm functions in ``names``."""
+    lines = []
+    for name in sorted(names):
+        base = name[:-1] if name.endswith("f") and name[:-1] in TRANSCENDENTAL_NAMES else name
+        if base not in TRANSCENDENTAL_NAMES:
+            continue
+        ctype = "float" if base != name else "double"
+        args = ", ".join([ctype] * (2 if base in TWO_ARGUMENTS else 1))
+        lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {name}({args});')
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _params(body: Body, prefix: str = "") -> tuple[list[str], list[str]]:
+    """(declarations, argument names) of the kernel's pointer parameters."""
+    decls, names = [], []
+    groups = (("in", body.row_inputs, True), ("w", body.whole_inputs, True),
+              ("out", body.outputs, False))
+    for tag, nodes, const in groups:
+        for k, node in enumerate(nodes):
+            qualifier = "const " if const else ""
+            decls.append(f"{qualifier}{CTYPE[node.dtype]} *restrict {prefix}{tag}{k}")
+            names.append(f"{prefix}{tag}{k}")
+    return decls, names
+
+
+def host_source(kernels: list[tuple[Body, str]], graph_name: str, vector_math: bool) -> str:
+    """One translation unit for the ``(body, kernel name)`` pairs: header,
+    helpers once, then each body with its block function and kernel."""
+    parts = [HEADER.format(kernel=", ".join(k for _, k in kernels), graph=graph_name,
+                           block=ISK_BLOCK)]
+    if vector_math:
+        parts.append(simd_declarations(set().union(*(b.math for b, _ in kernels))))
+    parts.append(prelude([h for b, _ in kernels for h in b.helpers]))
+    for body, kernel in kernels:
+        decls, names = _params(body)
+        parts += [body.function, _block_function(body, kernel, decls, names),
+                  _tail_function(body, kernel, decls, names),
+                  _kernel_function(body, kernel, decls, names)]
+    return "\n".join(parts)
+
+
+def _block_function(body: Body, kernel: str, decls, names) -> str:
+    return (f"static __attribute__((noinline)) void {kernel}_block({', '.join(decls)})\n"
+            f"{{\n    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
+            f"        {body.name}(j, {', '.join(names)});\n}}\n")
+
+
+def _row(node) -> str:
+    return f"{math.prod(node.shape[1:])} * sizeof({CTYPE[node.dtype]})"
+
+
+def _tail_function(body: Body, kernel: str, decls, names) -> str:
+    """Rows ``[i, end)`` (fewer than a block), padded with copies of row i."""
+    lines = [f"static void {kernel}_tail({', '.join(decls)}, int64_t i, int64_t end)", "{",
+             "    int64_t n = end - i;"]
+    padded = []
+    for k, node in enumerate(body.row_inputs):
+        lines += [f"    char *t_in{k} = malloc(ISK_BLOCK * {_row(node)});",
+                  "    for (int64_t r = 0; r < ISK_BLOCK; r++)",
+                  f"        memcpy(t_in{k} + r * {_row(node)}, "
+                  f"(const char *)in{k} + (i + (r < n ? r : 0)) * {_row(node)}, {_row(node)});"]
+        padded.append(f"(const {CTYPE[node.dtype]} *)t_in{k}")
+    padded += [f"w{k}" for k in range(len(body.whole_inputs))]
+    for k, node in enumerate(body.outputs):
+        lines.append(f"    char *t_out{k} = malloc(ISK_BLOCK * {_row(node)});")
+        padded.append(f"({CTYPE[node.dtype]} *)t_out{k}")
+    lines.append(f"    {kernel}_block({', '.join(padded)});")
+    for k, node in enumerate(body.outputs):
+        lines += [f"    memcpy((char *)out{k} + i * {_row(node)}, t_out{k}, n * {_row(node)});",
+                  f"    free(t_out{k});"]
+    lines += [f"    free(t_in{k});" for k in range(len(body.row_inputs))]
+    return "\n".join(lines + ["}", ""])
+
+
+def _kernel_function(body: Body, kernel: str, decls, names) -> str:
+    offsets = []
+    for k, node in enumerate(body.row_inputs):
+        offsets.append(f"in{k} + i * {math.prod(node.shape[1:])}")
+    offsets += [f"w{k}" for k in range(len(body.whole_inputs))]
+    offsets += [f"out{k} + i * {math.prod(n.shape[1:])}" for k, n in enumerate(body.outputs)]
+    return (f"void {kernel}({', '.join(decls)}, int64_t begin, int64_t end)\n{{\n"
+            f"    int64_t i = begin;\n"
+            f"    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)\n"
+            f"        {kernel}_block({', '.join(offsets)});\n"
+            f"    if (i < end)\n"
+            f"        {kernel}_tail({', '.join(names)}, i, end);\n}}\n")

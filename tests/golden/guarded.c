@@ -1,0 +1,66 @@
+/* isokernel native kernel isk_guarded_r0 -- generated, do not edit.
+ * Graph guarded; compile without fast-math. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#define ISK_INLINE static inline __attribute__((always_inline))
+#define ISK_BLOCK 256
+
+
+ISK_INLINE int32_t isk_f64_to_i32(double x)
+{
+    return ((double)x >= -2147483648.0 && (double)x < 2147483648.0) ? (int32_t)x : INT32_MIN;  /* x86 cvtt: NaN, inf, out of range -> MIN */
+}
+
+
+ISK_INLINE void isk_guarded_r0_point(int64_t i, const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1)
+{
+    const double v0 = in0[i];  // row of %0 input
+    const double v1 = in1[i];  // row of %1 input
+    const uint8_t v4 = (uint8_t)(v0 > 0x0.0p+0);  // %4 gt @ models.py:15
+    const double v5 = sqrt(v0);  // %5 sqrt @ models.py:15
+    const double v6 = (-v0);  // %6 neg @ models.py:15
+    const double v7 = (v4 ? v5 : v6);  // %7 select @ models.py:15
+    const double v8 = ((v7 > v1 || v7 != v7) ? v7 : v1);  // %8 max @ models.py:16
+    const int32_t v9 = isk_f64_to_i32(v8);  // %9 cast @ models.py:16
+    const double v10 = ((v0 < v1 || v0 != v0) ? v0 : v1);  // %10 min @ models.py:16
+    const uint8_t v13 = (uint8_t)(v10 >= 0x1.8p+0);  // %13 ge @ models.py:16
+    out0[i] = v9;
+    out1[i] = v13;
+}
+
+static __attribute__((noinline)) void isk_guarded_r0_block(const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1)
+{
+    for (int64_t j = 0; j < ISK_BLOCK; j++)
+        isk_guarded_r0_point(j, in0, in1, out0, out1);
+}
+
+static void isk_guarded_r0_tail(const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1, int64_t i, int64_t end)
+{
+    int64_t n = end - i;
+    char *t_in0 = malloc(ISK_BLOCK * 1 * sizeof(double));
+    for (int64_t r = 0; r < ISK_BLOCK; r++)
+        memcpy(t_in0 + r * 1 * sizeof(double), (const char *)in0 + (i + (r < n ? r : 0)) * 1 * sizeof(double), 1 * sizeof(double));
+    char *t_in1 = malloc(ISK_BLOCK * 1 * sizeof(double));
+    for (int64_t r = 0; r < ISK_BLOCK; r++)
+        memcpy(t_in1 + r * 1 * sizeof(double), (const char *)in1 + (i + (r < n ? r : 0)) * 1 * sizeof(double), 1 * sizeof(double));
+    char *t_out0 = malloc(ISK_BLOCK * 1 * sizeof(int32_t));
+    char *t_out1 = malloc(ISK_BLOCK * 1 * sizeof(uint8_t));
+    isk_guarded_r0_block((const double *)t_in0, (const double *)t_in1, (int32_t *)t_out0, (uint8_t *)t_out1);
+    memcpy((char *)out0 + i * 1 * sizeof(int32_t), t_out0, n * 1 * sizeof(int32_t));
+    free(t_out0);
+    memcpy((char *)out1 + i * 1 * sizeof(uint8_t), t_out1, n * 1 * sizeof(uint8_t));
+    free(t_out1);
+    free(t_in0);
+    free(t_in1);
+}
+
+void isk_guarded_r0(const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1, int64_t begin, int64_t end)
+{
+    int64_t i = begin;
+    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+        isk_guarded_r0_block(in0 + i * 1, in1 + i * 1, out0 + i * 1, out1 + i * 1);
+    if (i < end)
+        isk_guarded_r0_tail(in0, in1, out0, out1, i, end);
+}

@@ -1,0 +1,70 @@
+/* isokernel native kernel isk_layout_r0 -- generated, do not edit.
+ * Graph layout; compile without fast-math. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#define ISK_INLINE static inline __attribute__((always_inline))
+#define ISK_BLOCK 256
+
+
+ISK_INLINE float isk_bits_f32(uint32_t bits)
+{
+    union { uint32_t u; float f; } v;
+    v.u = bits;
+    return v.f;
+}
+
+
+ISK_INLINE void isk_layout_r0_point(int64_t i, const float *restrict in0, float *restrict out0)
+{
+    const float v0_0 = in0[i * 6 + 0];  // row of %0 input
+    const float v0_1 = in0[i * 6 + 1];  // row of %0 input
+    const float v0_2 = in0[i * 6 + 2];  // row of %0 input
+    const float v0_3 = in0[i * 6 + 3];  // row of %0 input
+    const float v0_4 = in0[i * 6 + 4];  // row of %0 input
+    const float v0_5 = in0[i * 6 + 5];  // row of %0 input
+    const float v6_0 = (v0_3 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    const float v6_1 = (v0_0 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    const float v6_2 = (v0_4 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    const float v6_3 = (v0_1 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    const float v6_4 = (v0_5 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    const float v6_5 = (v0_2 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
+    out0[i * 9 + 0] = v0_3;
+    out0[i * 9 + 1] = v6_0;
+    out0[i * 9 + 2] = v6_1;
+    out0[i * 9 + 3] = v0_4;
+    out0[i * 9 + 4] = v6_2;
+    out0[i * 9 + 5] = v6_3;
+    out0[i * 9 + 6] = v0_5;
+    out0[i * 9 + 7] = v6_4;
+    out0[i * 9 + 8] = v6_5;
+}
+
+static __attribute__((noinline)) void isk_layout_r0_block(const float *restrict in0, float *restrict out0)
+{
+    for (int64_t j = 0; j < ISK_BLOCK; j++)
+        isk_layout_r0_point(j, in0, out0);
+}
+
+static void isk_layout_r0_tail(const float *restrict in0, float *restrict out0, int64_t i, int64_t end)
+{
+    int64_t n = end - i;
+    char *t_in0 = malloc(ISK_BLOCK * 6 * sizeof(float));
+    for (int64_t r = 0; r < ISK_BLOCK; r++)
+        memcpy(t_in0 + r * 6 * sizeof(float), (const char *)in0 + (i + (r < n ? r : 0)) * 6 * sizeof(float), 6 * sizeof(float));
+    char *t_out0 = malloc(ISK_BLOCK * 9 * sizeof(float));
+    isk_layout_r0_block((const float *)t_in0, (float *)t_out0);
+    memcpy((char *)out0 + i * 9 * sizeof(float), t_out0, n * 9 * sizeof(float));
+    free(t_out0);
+    free(t_in0);
+}
+
+void isk_layout_r0(const float *restrict in0, float *restrict out0, int64_t begin, int64_t end)
+{
+    int64_t i = begin;
+    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+        isk_layout_r0_block(in0 + i * 6, out0 + i * 9);
+    if (i < end)
+        isk_layout_r0_tail(in0, out0, i, end);
+}

@@ -1,0 +1,33 @@
+"""Five representative graphs whose generated C is kept as golden files.
+Their line numbers appear in the C provenance comments: edit with care."""
+
+import isokernel.numpy as inp
+from isokernel.models.tau_omega import tau_omega
+
+
+def forward(mv, vwc, ts):
+    """The tau-omega forward model (sqrt, exp, divisions, broadcast scalars)."""
+    return tau_omega(mv, vwc, ts)
+
+
+def guarded(x, y):
+    """Comparisons, a select that evaluates both sides, casts, min/max."""
+    safe = inp.where(x > 0.0, inp.sqrt(x), -x)
+    return inp.maximum(safe, y).astype(inp.int32), inp.minimum(x, y) >= 1.5
+
+
+def per_pixel_stats(samples, weights):
+    """A small static reduction over a row of four, and a broadcast parameter."""
+    weighted = samples * weights
+    return inp.sum(weighted, axis=1) / inp.max(samples, axis=1)
+
+
+def integer_bins(counts, width):
+    """Integer floor division and remainder (NumPy's signs), wrapping arithmetic."""
+    return counts // width, counts % width, -counts * 3
+
+
+def layout(cube):
+    """Row layout ops: transpose, flip and slice rename elements; no code."""
+    flipped = inp.flip(inp.transpose(cube, (0, 2, 1)), 2)
+    return inp.concatenate([flipped[:, :, :1], flipped * float("inf")], axis=2)

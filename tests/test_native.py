@@ -1,0 +1,246 @@
+"""The native strategy: generated C compiled by the system compiler.
+Bit-identical to the reference for IEEE basic operations (checked on
+special values and on Hypothesis programs); each transcendental within the
+ulp bound its capsule states; the same bits for every worker count and
+slicing; ``contract=True`` changes the bits of ``a*b + c`` and says so;
+``auto`` picks native when a compiler exists."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import isokernel as ik
+import isokernel.numpy as inp
+from isokernel import codegen
+from isokernel.backends import get_strategy, native
+from isokernel.backends.parity import bit_identical, max_ulp
+from isokernel.ir import Op
+
+from .test_threads import SAMPLES
+
+pytestmark = pytest.mark.skipif(codegen.unavailable_reason() is not None,
+                                reason=f"native: {codegen.unavailable_reason()}")
+
+# --- IEEE basic operations on special values ----------------------------------------------
+
+BINARY = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "maximum": inp.maximum, "minimum": inp.minimum, "floor_divide": inp.floor_divide,
+    "remainder": inp.remainder, "less": lambda x, y: x < y, "le": lambda x, y: x <= y,
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "gt": lambda x, y: x > y,
+    "ge": lambda x, y: x >= y,
+}
+FLOAT_BINARY = {"divide": lambda x, y: x / y}
+UNARY = {
+    "negative": inp.negative, "abs": inp.abs, "sign": inp.sign, "square": inp.square,
+}
+FLOAT_UNARY = {"sqrt": inp.sqrt, "floor": inp.floor, "ceil": inp.ceil, "rint": inp.rint,
+               "trunc": inp.trunc}
+CASTS = ["float32", "float64", "int32", "int64", "bool"]
+
+
+def _pairs(values):
+    x, y = np.meshgrid(values, values, indexing="ij")
+    return x.ravel(), y.ravel()
+
+
+def _basic_ops(x, y):
+    floats = x.dtype.kind == "f"
+    out = [f(x, y) for f in BINARY.values()]
+    out += [f(x, y) for f in FLOAT_BINARY.values()] if floats else []
+    out += [f(x) for f in UNARY.values()]
+    out += [f(x) for f in FLOAT_UNARY.values()] if floats else []
+    out += [x.astype(name) for name in CASTS]
+    out.append(inp.where(x > y, x * y, x - y))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_basic_ops_bit_identical_on_special_values(dtype):
+    x, y = _pairs(SAMPLES[np.dtype(dtype)])
+    with np.errstate(all="ignore"):
+        want = ik.jit(_basic_ops, strategy="reference")(x, y)
+        got = ik.jit(_basic_ops, strategy="native", workers=2)(x, y)
+    names = [*BINARY, *(FLOAT_BINARY if "float" in dtype else {}), *UNARY,
+             *(FLOAT_UNARY if "float" in dtype else {}), *CASTS, "where"]
+    bad = [name for name, a, b in zip(names, got, want) if not bit_identical(a, b)]
+    assert bad == []
+
+
+# --- Hypothesis programs of basic ops -----------------------------------------------------
+
+KINDS = ["add", "sub", "mul", "div", "sqrt", "abs", "neg", "where", "cast", "compare",
+         "rowsum", "rowmax", "bcast", "minimum", "floor"]
+
+
+@st.composite
+def basic_programs(draw):
+    pixels = draw(st.sampled_from([1, 5, 255, 256, 257, 700]))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    steps = [(draw(st.sampled_from(KINDS)), draw(st.integers(0, 99)), draw(st.integers(0, 99)))
+             for _ in range(draw(st.integers(1, 8)))]
+    return pixels, dtype, steps, draw(st.integers(0, 2**32 - 1)), draw(st.integers(1, 3))
+
+
+def _basic_step(kind, x, y, p):
+    if kind in ("add", "sub", "mul", "div"):
+        return {"add": x + y, "sub": x - y, "mul": x * y, "div": x / y}[kind]
+    if kind in ("sqrt", "abs", "neg", "floor"):
+        return {"sqrt": inp.sqrt(x), "abs": inp.abs(x), "neg": -x, "floor": inp.floor(x)}[kind]
+    if kind == "where":
+        return inp.where(x < y, y, x * 0.5)
+    if kind == "cast":
+        other = inp.float32 if x.dtype == np.float64 else inp.float64
+        return (x * 1e3).astype(inp.int32).astype(other).astype(x.dtype)
+    if kind == "compare":
+        return (x >= y).astype(x.dtype) - (x != y).astype(x.dtype)
+    if kind == "rowsum":
+        return inp.sum(x, axis=1, keepdims=True) + x
+    if kind == "rowmax":
+        return inp.max(x, axis=1, keepdims=True) - x
+    if kind == "bcast":
+        return x * p
+    return inp.minimum(x, y)
+
+
+def _run_basic(steps, x, p):
+    pool = [x, x * -2.0]
+    for kind, a, b in steps:
+        pool.append(_basic_step(kind, pool[a % len(pool)], pool[b % len(pool)], p))
+    return pool[-1]
+
+
+@settings(max_examples=25)
+@given(basic_programs())
+def test_native_is_bit_identical_on_basic_programs(case):
+    pixels, dtype, steps, seed, workers = case
+    rng = np.random.default_rng(seed)
+    x = (rng.uniform(-3, 3, (pixels, 3)) * rng.choice([1e-3, 1.0, 1e3], (pixels, 3)))
+    x, p = x.astype(dtype), rng.uniform(-2, 2, 3).astype(dtype)
+
+    def program(x, p):
+        return _run_basic(steps, x, p)
+    with np.errstate(all="ignore"):
+        want = ik.jit(program, strategy="reference")(x, p)
+        got = ik.jit(program, strategy="native", workers=workers)(x, p)
+    assert bit_identical(got, want)
+
+
+# --- transcendentals: the measured bound --------------------------------------------------
+
+DOMAINS = {
+    Op.CBRT: ("cbrt", -1e6, 1e6), Op.EXP: ("exp", -80, 80), Op.EXP2: ("exp2", -120, 120),
+    Op.EXPM1: ("expm1", -50, 50), Op.LOG: ("log", 1e-30, 1e30), Op.LOG2: ("log2", 1e-30, 1e30),
+    Op.LOG10: ("log10", 1e-30, 1e30), Op.LOG1P: ("log1p", -0.999, 1e10),
+    Op.SIN: ("sin", -1e4, 1e4), Op.COS: ("cos", -1e4, 1e4), Op.TAN: ("tan", -1e4, 1e4),
+    Op.ASIN: ("arcsin", -1, 1), Op.ACOS: ("arccos", -1, 1), Op.ATAN: ("arctan", -1e6, 1e6),
+    Op.SINH: ("sinh", -80, 80), Op.COSH: ("cosh", -80, 80), Op.TANH: ("tanh", -20, 20),
+    Op.ASINH: ("arcsinh", -1e10, 1e10), Op.ACOSH: ("arccosh", 1, 1e10),
+    Op.ATANH: ("arctanh", -0.9999, 0.9999),
+}
+
+
+def _unary_bank(*xs):
+    return tuple(getattr(inp, DOMAINS[op][0])(x) for op, x in zip(DOMAINS, xs))
+
+
+def _binary_bank(base, exponent, y, x):
+    return inp.power(base, exponent), inp.arctan2(y, x)
+
+
+def _sample(lo, hi, dtype, rng, n=20000):
+    wide = rng.uniform(lo, hi, n)
+    near = rng.uniform(max(lo, -1.0), min(hi, 1.0), n)
+    return np.concatenate([wide, near]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transcendentals_within_their_stated_ulp_bound(dtype):
+    rng = np.random.default_rng(7)
+    xs = [_sample(lo, hi, dtype, rng) for _, lo, hi in DOMAINS.values()]
+    two = [rng.uniform(0, 10, 40000), rng.uniform(-30, 30, 40000),
+           rng.uniform(-10, 10, 40000), rng.uniform(-10, 10, 40000)]
+    two = [t.astype(dtype) for t in two]
+    with np.errstate(all="ignore"):
+        want = ik.jit(_unary_bank, strategy="reference")(*xs)
+        got = ik.jit(_unary_bank, strategy="native", workers=2)(*xs)
+        want += ik.jit(_binary_bank, strategy="reference")(*two)
+        got += ik.jit(_binary_bank, strategy="native", workers=2)(*two)
+    measured = {op: max_ulp(a, b) for op, a, b in zip([*DOMAINS, Op.POW, Op.ATAN2], got, want)}
+    over = {op.value: (ulp, native.ULP_BOUND[op]) for op, ulp in measured.items()
+            if ulp > native.ULP_BOUND[op]}
+    assert over == {}
+    assert set(measured) == set(native.ULP_BOUND)
+
+
+def test_capsules_state_the_bound():
+    compiled = ik.jit(inp.exp, strategy="native").lower(np.ones(10)).compile()
+    text = str(compiled.report())
+    assert f"max {native.ULP_BOUND[Op.EXP]} ulp vs reference (measured)" in text
+
+
+def _mixed(x):
+    return inp.exp(x) * inp.sin(x) + inp.log1p(x * x)
+
+
+def test_same_bits_for_every_worker_count_and_slicing():
+    x = np.random.default_rng(3).uniform(-2, 2, 5000)
+    runs = [ik.jit(_mixed, strategy="native", workers=w)(x) for w in (1, 2, 3, 4)]
+    assert all(bit_identical(r, runs[0]) for r in runs)
+    prefix = ik.jit(_mixed, strategy="native", workers=3)(x[:1234])
+    assert bit_identical(prefix, runs[0][:1234])
+
+
+# --- contraction, auto, source, what runs outside -----------------------------------------
+
+def _axpy(a, b, c):
+    return a * b + c
+
+
+def test_contract_true_changes_the_bits_and_says_so():
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.uniform(-1, 1, 4096) for _ in range(3))
+    plain = ik.jit(_axpy, strategy="native").lower(a, b, c).compile()
+    fused = ik.jit(_axpy, strategy="native", contract=True).lower(a, b, c).compile()
+    want = ik.jit(_axpy, strategy="reference")(a, b, c)
+    assert bit_identical(plain(a, b, c), want)
+    assert not bit_identical(fused(a, b, c), want)
+    assert max_ulp(fused(a, b, c), want) > 0
+    text = str(fused.report())
+    assert "contract   on: FMA contraction allowed (-ffp-contract=fast)" in text
+    assert "contract=on (FMA allowed, -ffp-contract=fast)" in text
+    assert "-ffp-contract=off" in str(plain.report())
+
+
+def test_auto_picks_native_and_reports_its_contract():
+    compiled = ik.jit(_axpy).lower(*(np.ones(8),) * 3).compile()
+    text = str(compiled.report())
+    assert "strategy   native on cpu (auto: fastest available)" in text
+    assert f"contract   {get_strategy('native').contract}" in text
+    assert "contract   off (-ffp-contract=off)" in text
+
+
+def test_source_is_the_generated_c():
+    source = ik.jit(inp.exp, strategy="native").lower(np.ones(4)).compile().source()
+    assert "ISK_INLINE void isk_exp_r0_point(int64_t i" in source
+    assert "= exp(v0);  // %1 exp @ test_native.py:" in source
+
+
+def _awkward(x, m, k):
+    """An integer power (no exact C form), a matrix product and a reduction
+    over the pixels: these run whole by the reference rules."""
+    return (x @ m) * inp.sum(x) + inp.power(k, k % 3).astype(x.dtype)[:, None]
+
+
+def test_ops_without_exact_c_run_whole_by_the_reference():
+    rng = np.random.default_rng(2)
+    x, m, k = rng.uniform(size=(600, 3)), rng.uniform(size=(3, 3)), np.arange(600)
+    compiled = ik.jit(_awkward, strategy="native").lower(x, m, k).compile()
+    assert bit_identical(compiled(x, m, k), ik.jit(_awkward, strategy="reference")(x, m, k))
+    text = str(compiled.report())
+    assert "dot_general: numpy.matmul" in text and "pow: numpy.power" in text
+    assert "split along axis 0" in text
+

@@ -32,13 +32,15 @@ import numpy as np
 from ..ir import EVAL, Node, Op, dtypes
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
 from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal
+from .reduce import plan as reduce_plan
 
 MAX_ROW_ELEMENTS = 64
 """Largest row (elements per pixel) of a node the emitter unrolls."""
 MAX_REDUCED = 7
-"""Largest reduction it unrolls: up to 7 elements NumPy folds left to right
-whatever the layout; from 8 on, pairwise summation makes the order depend
-on the memory layout, so those reductions run by the reference."""
+"""Largest reduction it unrolls, in NumPy's order for a fresh operand
+(``reduce.plan``: below 8 elements a pairwise leaf is a left fold); from 8
+on, pairwise summation makes the order depend on the memory layout, so
+those reductions run whole."""
 
 
 class Unsupported(Exception):
@@ -204,13 +206,22 @@ class _Emitter:
         return np.array(EVAL[node.op](*self._operands(node), **attrs), dtype=object)
 
     def _reduce(self, node: Node) -> np.ndarray:
+        """NumPy's order (``reduce.plan``): a sum whose reduced axes are not
+        all trailing adds the fold of each trailing run to an accumulator,
+        in C order; everything else is one left fold in C order."""
         (x,) = node.inputs
-        axes = tuple(sorted(node.attrs["axes"]))
         names = self.values[x]
-        kept = [a for a in range(x.aval.ndim) if a not in axes]
-        lanes = np.transpose(names, (*kept, *axes)).reshape(
-            (1, *node.shape[1:], -1)) if axes else names[..., None]
-        exprs = [self._fold(node, list(lane)) for lane in lanes.reshape(-1, lanes.shape[-1])]
+        layout = reduce_plan(names.shape, node.attrs["axes"], node.op)
+        lanes = np.transpose(names, layout.perm).reshape(-1, layout.chunks, layout.length)
+        exprs = []
+        for lane in lanes:
+            if layout.chunks == 1:  # identity + fold(lane) has fold(lane)'s bits
+                exprs.append(self._fold(node, list(lane[0])))
+                continue
+            acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
+            for chunk in lane:
+                acc = C_EXPR[node.op](_ctx(node), acc, self._fold(node, list(chunk)))
+            exprs.append(acc)
         return self._define(node, exprs)
 
     def _fold(self, node: Node, names: list[str]) -> str:

@@ -1,0 +1,368 @@
+"""CUDA wrappers around the one C body: the megakernel's region kernels, the
+eager strategy's one-op kernels and the deterministic reductions.
+
+Every kernel is CUDA C++ for NVRTC, produced without a GPU:
+
+- a *region kernel* calls the SSA body ``emit_body`` makes for a row region
+  (the very function the CPU host wrapper calls) from a grid-stride loop
+  with 64-bit indices and ``__restrict__`` pointers;
+- an *elementwise kernel* is the same emitter run on a one-op graph, so the
+  eager strategy evaluates each node with the expression the megakernel
+  inlines: fusion changes where a value lives, never the arithmetic;
+- the *reduction kernels* combine with the same ``C_EXPR`` rules, in the
+  order ``reduce.py`` fixes (NumPy's, for contiguous operands).
+
+Compile options are part of the source's header and of every cache key:
+contraction off (``--fmad=false``) unless ``contract=True``; IEEE division
+and square root and preserved subnormals always (no fast-math, no
+flush-to-zero).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import Attrs, Aval, Graph, Node, Op, dtypes
+from .c_expr import C_EXPR, CTYPE, REDUCE_IDENTITY, SHORT, Ctx, literal
+from .emit import Body, emit_body, prelude, supports
+from .pixel import ROWS, WHOLE, Partition, Region, partition
+
+BASE_OPTIONS = ("--std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+FMAD = {False: "--fmad=false", True: "--fmad=true"}
+
+PRELUDE = """\
+#define ISK_INLINE static __device__ __forceinline__
+#define restrict __restrict__
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned char uint8_t;
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_C(c) c##LL
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INT64_MAX 9223372036854775807LL
+"""
+"""What the C body takes from <stdint.h> and the host wrapper's defines:
+NVRTC has no C library headers, and the body's math functions are CUDA's
+own device functions of the same names (libdevice)."""
+
+HEADER = """\
+/* isokernel CUDA kernels {kernels} -- generated, do not edit.
+ * {what}; compile with NVRTC {options}
+ * (no fast-math: IEEE division and square root, subnormals preserved). */
+"""
+
+
+def nvrtc_options(contract: bool = False) -> tuple[str, ...]:
+    """The NVRTC options every isokernel kernel is compiled with."""
+    return (*BASE_OPTIONS, FMAD[bool(contract)])
+
+
+def _header(kernels, what: str, contract: bool) -> str:
+    return HEADER.format(kernels=", ".join(kernels) or "(none)", what=what,
+                         options=" ".join(nvrtc_options(contract)))
+
+
+def grid_stride(rows: str = "rows") -> str:
+    """The loop head every elementwise-style kernel uses: 64-bit indices."""
+    return (f"    const int64_t step = (int64_t)blockDim.x * gridDim.x;\n"
+            f"    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < {rows};"
+            f" i += step)\n")
+
+
+# --- region kernels: the megakernel -------------------------------------------------------
+
+@dataclass(frozen=True)
+class RegionKernel:
+    """One ``__global__`` kernel: its name, the body it calls and the region
+    it computes. Arguments: row inputs, whole inputs, outputs, row count."""
+
+    name: str
+    body: Body
+    region: Region
+
+    @property
+    def arity(self) -> int:
+        return len(self.body.row_inputs) + len(self.body.whole_inputs) + len(self.body.outputs)
+
+
+@dataclass(frozen=True)
+class CudaModule:
+    """The CUDA source of a graph's row regions and what each kernel runs;
+    the stages between regions run as library operations."""
+
+    source: str
+    kernels: tuple[RegionKernel, ...]
+    partition: Partition
+    contract: bool
+    options: tuple[str, ...] = field(default=())
+
+
+def _pointer_params(body: Body) -> list[str]:
+    params = []
+    groups = (("in", body.row_inputs, "const "), ("w", body.whole_inputs, "const "),
+              ("out", body.outputs, ""))
+    for tag, nodes, qualifier in groups:
+        params += [f"{qualifier}{CTYPE[n.dtype]} *restrict {tag}{k}" for k, n in enumerate(nodes)]
+    return params
+
+
+def region_wrapper(body: Body, kernel: str) -> str:
+    """``kernel(<pointers>, rows)``: the body for every row, grid-stride."""
+    params = _pointer_params(body)
+    names = [p.rsplit(" ", 1)[1] for p in params]
+    return (f'extern "C" __global__ void {kernel}({", ".join(params)}, const int64_t rows)\n'
+            f"{{\n{grid_stride()}"
+            f"        {body.name}(i, {', '.join(names)});\n}}\n")
+
+
+def _stem(graph: Graph) -> str:
+    return re.sub(r"\W", "_", graph.name) or "f"
+
+
+def _outside_lines(part: Partition) -> str:
+    """A comment naming what runs between the kernels, as library operations."""
+    lines = []
+    for stage in part.stages:
+        if not isinstance(stage, Region):
+            for node in stage.nodes:
+                where = f" @ {node.where}" if node.where else ""
+                lines.append(f"//   %{part.graph.index(node)} {node.op.value}{where}")
+    if not lines:
+        return ""
+    return "// between the kernels, as library operations (not in this file):\n" + \
+        "\n".join(lines) + "\n\n"
+
+
+def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
+    """The megakernel's translation unit for ``graph``: one kernel per row
+    region of the partition the C emitter accepts."""
+    part = partition(graph, accept=supports)
+    stem = _stem(graph)
+    kernels = []
+    for k, stage in enumerate(part.stages):
+        if isinstance(stage, Region):
+            body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes)
+            kernels.append(RegionKernel(f"isk_{stem}_r{k}", body, stage))
+    parts = [_header([k.name for k in kernels], f"Graph {graph.name}", contract), PRELUDE,
+             "\n", _outside_lines(part), prelude([h for k in kernels for h in k.body.helpers])]
+    for kernel in kernels:
+        parts += [kernel.body.function, "\n", region_wrapper(kernel.body, kernel.name), "\n"]
+    source = record("".join(parts).rstrip("\n") + "\n")
+    return CudaModule(source, tuple(kernels), part, bool(contract), nvrtc_options(contract))
+
+
+def cuda_source(graph: Graph, contract: bool = False) -> str:
+    """The CUDA C++ the ``cuda-megakernel`` strategy compiles for ``graph``:
+    readable, diffable and compilable with NVRTC on any machine (no GPU is
+    needed to produce it). ``contract`` only changes the recorded options."""
+    return cuda_module(graph, contract).source
+
+
+# --- elementwise kernels: one op of the eager strategy ------------------------------------
+
+VECTOR, SCALAR = "v", "s"
+"""How an eager kernel reads an operand: a contiguous array of the result's
+size, or one value broadcast to every element (a stride-0 view)."""
+
+
+@dataclass(frozen=True)
+class ElementwiseKernel:
+    name: str
+    source: str
+    vectors: tuple[int, ...]  # operand positions passed as ``in<k>``, in order
+    scalars: tuple[int, ...]  # operand positions passed as ``w<k>``, in order
+
+
+def _input(aval: Aval, index: int) -> Node:
+    return Node(Op.INPUT, (), Attrs({"aval": aval, "index": index}), aval)
+
+
+def _signature_text(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) -> str:
+    parts = [op.value, *(f"{SHORT[d]}{k}" for d, k in zip(operand_dtypes, kinds)),
+             SHORT[out_dtype]]
+    parts += [f"{k}={dtypes.SHORT[v] if isinstance(v, np.dtype) else v}"
+              for k, v in sorted(attrs.items())]
+    return "_".join(parts)
+
+
+def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) -> ElementwiseKernel:
+    """The eager kernel of one elementwise op: the emitter's body for a
+    one-op graph (``kinds[k]`` says how operand k is read), in the same
+    grid-stride wrapper as a region."""
+    rows = 2  # the body does not depend on the row count
+    operand_dtypes = [np.dtype(d) for d in operand_dtypes]
+    out_dtype = np.dtype(out_dtype)
+    operands, inputs, nodes, modes = [], [], [], {}
+    vectors, scalars = [], []
+    for k, (dtype, kind) in enumerate(zip(operand_dtypes, kinds)):
+        if kind == VECTOR:
+            x = _input(Aval((rows,), np.dtype(dtype)), k)
+            vectors.append(k)
+        else:
+            leaf = _input(Aval((), np.dtype(dtype)), k)
+            x = Node(Op.BROADCAST, (leaf,), Attrs({"shape": (rows,), "dims": ()}),
+                     Aval((rows,), np.dtype(dtype)))
+            nodes.append(x)
+            modes[x] = (WHOLE,)
+            scalars.append(k)
+        inputs.append(x if kind == VECTOR else x.inputs[0])
+        operands.append(x)
+    node = Node(op, tuple(operands), Attrs(attrs), Aval((rows,), np.dtype(out_dtype)))
+    nodes.append(node)
+    modes[node] = (ROWS,) * len(operands)
+    row_inputs = tuple(inputs[k] for k in vectors)
+    whole_inputs = tuple(inputs[k] for k in scalars)
+    region = Region(tuple(nodes), modes, row_inputs, whole_inputs, (node,))
+    numbers = {n: i for i, n in enumerate((*row_inputs, *whole_inputs, *nodes))}
+    text = _signature_text(op, attrs, operand_dtypes, out_dtype, kinds)
+    name = "isk_e_" + re.sub(r"\W", "_", text)
+    body = emit_body(f"{name}_point", region, numbers.__getitem__, modes)
+    source = "".join([_header([name], f"Eager kernel: {text}", False), PRELUDE, "\n",
+                      prelude(body.helpers), body.function, "\n", region_wrapper(body, name)])
+    return ElementwiseKernel(name, record(source), tuple(vectors), tuple(scalars))
+
+
+# --- reduction kernels --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReductionKernels:
+    """The kernels of one reduction op and dtype, in one module."""
+
+    source: str
+    leaf: str  # pairwise leaves (NumPy's 8-accumulator block)
+    combine: str  # one level of the pairwise tree
+    fold: str  # acc ⊕ chunk results, in order, per output
+    sequential: str  # a left fold over every reduced element, per output
+
+
+def _combine_function(op: Op, ctype: str, dtype: np.dtype) -> str:
+    expr = C_EXPR[op](Ctx(dtype, dtype, {}), "a", "b")
+    return f"ISK_INLINE {ctype} isk_combine({ctype} a, {ctype} b)\n{{\n    return {expr};\n}}\n"
+
+
+def _start(op: Op, dtype: np.dtype, first: str) -> tuple[str, str]:
+    """(initial accumulator, index of the first element folded in): the
+    identity for sum and product, the first element for max and min."""
+    if op in REDUCE_IDENTITY:
+        return literal(REDUCE_IDENTITY[op], dtype), "0"
+    return first, "1"
+
+
+def _leaf_kernel(name: str, t: str, op: Op, dtype: np.dtype) -> str:
+    init, begin = _start(op, dtype, "a[0]")
+    acc = "\n".join(f"                r{j} = isk_combine(r{j}, a[j + {j}]);" for j in range(8))
+    return f"""\
+extern "C" __global__ void {name}(const {t} *restrict x, {t} *restrict vals,
+    const int64_t *restrict leaf_offset, const int64_t *restrict leaf_length,
+    const int64_t *restrict leaf_node, const int64_t leaves, const int64_t length,
+    const int64_t nodes, const int64_t rows)
+{{  /* NumPy's pairwise leaf: below 8 a left fold, else 8 accumulators */
+{grid_stride("rows * leaves")}    {{
+        const int64_t q = i / leaves, l = i - q * leaves;
+        const {t} *restrict a = x + q * length + leaf_offset[l];
+        const int64_t n = leaf_length[l];
+        {t} res;
+        if (n < 8) {{
+            res = {init};
+            for (int64_t k = {begin}; k < n; k++) res = isk_combine(res, a[k]);
+        }} else {{
+            {t} r0 = a[0], r1 = a[1], r2 = a[2], r3 = a[3];
+            {t} r4 = a[4], r5 = a[5], r6 = a[6], r7 = a[7];
+            int64_t j = 8;
+            for (; j < n - (n % 8); j += 8) {{
+{acc}
+            }}
+            res = isk_combine(isk_combine(isk_combine(r0, r1), isk_combine(r2, r3)),
+                              isk_combine(isk_combine(r4, r5), isk_combine(r6, r7)));
+            for (; j < n; j++) res = isk_combine(res, a[j]);
+        }}
+        vals[q * nodes + leaf_node[l]] = res;
+    }}
+}}
+"""
+
+
+def _combine_kernel(name: str, t: str) -> str:
+    return f"""\
+extern "C" __global__ void {name}({t} *restrict vals, const int64_t *restrict parent,
+    const int64_t *restrict left, const int64_t *restrict right, const int64_t count,
+    const int64_t nodes, const int64_t rows)
+{{  /* one level of the pairwise tree: parent = left (+) right */
+{grid_stride("rows * count")}    {{
+        const int64_t q = i / count, k = i - q * count;
+        {t} *restrict v = vals + q * nodes;
+        v[parent[k]] = isk_combine(v[left[k]], v[right[k]]);
+    }}
+}}
+"""
+
+
+def _fold_kernel(name: str, t: str, op: Op, dtype: np.dtype) -> str:
+    init, begin = _start(op, dtype, "part[(m * chunks) * stride]")
+    return f"""\
+extern "C" __global__ void {name}(const {t} *restrict part, {t} *restrict out,
+    const int64_t outputs, const int64_t chunks, const int64_t stride)
+{{  /* NumPy's outer loop: the accumulator takes each chunk's result in order */
+{grid_stride("outputs")}    {{
+        const int64_t m = i;
+        {t} acc = {init};
+        for (int64_t r = {begin}; r < chunks; r++)
+            acc = isk_combine(acc, part[(m * chunks + r) * stride]);
+        out[m] = acc;
+    }}
+}}
+"""
+
+
+def _sequential_kernel(name: str, t: str, op: Op, dtype: np.dtype) -> str:
+    init, begin = _start(op, dtype, "x[m * length]")
+    return f"""\
+extern "C" __global__ void {name}(const {t} *restrict x, {t} *restrict out,
+    const int64_t outputs, const int64_t length)
+{{  /* a left fold over every reduced element, in C order */
+{grid_stride("outputs")}    {{
+        const int64_t m = i;
+        {t} acc = {init};
+        for (int64_t k = {begin}; k < length; k++) acc = isk_combine(acc, x[m * length + k]);
+        out[m] = acc;
+    }}
+}}
+"""
+
+
+def reduction_kernels(op: Op, dtype) -> ReductionKernels:
+    """Leaf, tree-level, fold and sequential kernels of ``op`` at ``dtype``."""
+    dtype = np.dtype(dtype)
+    t = CTYPE[dtype]
+    stem = f"isk_{op.value}_{SHORT[dtype]}"
+    names = [f"{stem}_{part}" for part in ("leaf", "combine", "fold", "sequential")]
+    body = [_combine_function(op, t, dtype), "\n", _leaf_kernel(names[0], t, op, dtype), "\n",
+            _combine_kernel(names[1], t), "\n", _fold_kernel(names[2], t, op, dtype), "\n",
+            _sequential_kernel(names[3], t, op, dtype)]
+    what = f"Deterministic {op.value} of {SHORT[dtype]} (order: isokernel.codegen.reduce)"
+    source = _header(names, what, False) + PRELUDE + "\n" + "".join(body)
+    return ReductionKernels(record(source), *names)
+
+
+# --- every source generated in this process -----------------------------------------------
+
+_GENERATED: dict[str, str] = {}
+
+
+def record(source: str) -> str:
+    """Remember ``source`` (by digest) so a test session can compile every
+    CUDA source it made; returns it unchanged."""
+    _GENERATED.setdefault(hashlib.sha256(source.encode()).hexdigest(), source)
+    return source
+
+
+def generated_sources() -> list[str]:
+    """Every distinct CUDA source generated so far in this process."""
+    return list(_GENERATED.values())

@@ -97,7 +97,7 @@ class Jitted:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
         self._note_trace(key, arg_names)
         leaves, _ = tree_flatten(dynamic)
-        device = self.device or device_of(leaves)
+        device = self.device or _request_device(self.strategy, leaves)
         strategy = choose(self.strategy, device)
         graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
                                                names=arg_names, name=self.__name__)
@@ -160,7 +160,10 @@ class Lowered:
 
     def compile(self) -> Compiled:
         accepted = plan(self.graph, self.strategy.profile)
-        executable = self.strategy.build(accepted, self.jitted.options)
+        options = self.jitted.options
+        if self.strategy.device == "cuda":  # the GPU the request named
+            options = {**options, "device": self.device.index or 0}
+        executable = self.strategy.build(accepted, options)
         return Compiled(self, accepted, executable, self.jitted.block)
 
     def as_text(self) -> str:
@@ -195,19 +198,18 @@ class Compiled:
         return self.call_flat(leaves)
 
     def call_flat(self, leaves):
-        arrays = [x if type(x) is np.ndarray else np.asarray(x, dtype=d)
-                  for x, d in zip(leaves, self._in_dtypes)]
+        arrays = _arrays(leaves, self._in_dtypes)
         outs = self._run(*arrays)
-        return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
+        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays))
 
     def measure(self, *args, **kwargs):
         """Run once with live-buffer tracking (strategies that support it)."""
         names, dynamic, _ = self.lowered.jitted._split(args, kwargs)
         leaves, _ = tree_flatten(dynamic)
-        arrays = [np.asarray(x, dtype=d) for x, d in zip(leaves, self._in_dtypes)]
+        arrays = _arrays(leaves, self._in_dtypes)
         outs = self.executable.measure(*arrays)
         run_probes(self, arrays)
-        return tree_unflatten(self.lowered.out_tree, [np.asarray(o) for o in outs])
+        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays))
 
     def source(self) -> str:
         """The code this strategy generated for the graph."""
@@ -230,11 +232,41 @@ class Compiled:
                    *report_lines(self)])
 
 
+def _on_device(x) -> bool:
+    return hasattr(x, "__cuda_array_interface__")
+
+
+def _request_device(strategy: str, leaves) -> Device:
+    """The inputs' device; a GPU strategy named explicitly for host inputs
+    runs on its device (the inputs are uploaded, the report says so)."""
+    device = device_of(leaves)
+    if device.kind == "cpu" and strategy != "auto" and get_strategy(strategy).device != "cpu":
+        return Device(get_strategy(strategy).device)
+    return device
+
+
+def _arrays(leaves, dtypes_) -> list:
+    """NumPy arrays of the declared dtypes; device arrays pass untouched."""
+    return [x if type(x) is np.ndarray or _on_device(x) else np.asarray(x, dtype=d)
+            for x, d in zip(leaves, dtypes_)]
+
+
+def _results(outs, arrays) -> list:
+    """Outputs where the inputs were: device results stay on the device when
+    any input was a device array, and come back to the host when every input
+    was a host array (a GPU strategy called with NumPy arrays)."""
+    keep = any(_on_device(a) for a in arrays)
+    return [o if keep and _on_device(o) else (o.get() if _on_device(o) else np.asarray(o))
+            for o in outs]
+
+
 def _leaf_key(x):
     if type(x) is np.ndarray:
         return x.shape, x.dtype
     if isinstance(x, _WEAK) and not isinstance(x, np.generic):
         return (type(x),)
+    if _on_device(x):  # the same shape on another device is another compilation
+        return tuple(x.shape), np.dtype(x.dtype), "cuda"
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return tuple(x.shape), np.dtype(x.dtype)
     array = np.asarray(x)
@@ -314,7 +346,7 @@ def _what_changed(old_key, new_key, leaf_names) -> str:
 def _describe(leaf_key) -> str:
     if len(leaf_key) == 1:
         return f"a Python {leaf_key[0].__name__}"
-    shape, dtype = leaf_key
+    shape, dtype = leaf_key[:2]
     try:
         short = dtypes.SHORT[dtypes.canonical(dtype)]
     except TypeError:

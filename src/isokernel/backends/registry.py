@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from .. import codegen
+from ..codegen import nvrtc
+from .cuda_eager import PROVIDERS as CUDA_EAGER
+from .cuda_eager import CudaEagerExecutable
+from .cuda_megakernel import PROFILE_PROVIDERS as CUDA_MEGAKERNEL
+from .cuda_megakernel import CudaMegakernelExecutable
 from .native import PROVIDER as NATIVE
 from .native import NativeExecutable
 from .planning import Profile
@@ -17,6 +22,12 @@ THREADS_PROFILE = Profile("threads-cpu", "cpu", (TILES, NUMPY),
                           frozenset({"checked", "reference"}))
 NATIVE_PROFILE = Profile("native-cpu", "cpu", (NATIVE, NUMPY), frozenset({"checked", "reference"}),
                          probe=codegen.unavailable_reason)
+# GPU profiles accept "trusted" for the one vendor library they call (cuBLAS)
+CUDA_TRUST = frozenset({"checked", "trusted"})
+CUDA_EAGER_PROFILE = Profile("cuda-eager", "cuda", CUDA_EAGER, CUDA_TRUST,
+                             probe=nvrtc.unavailable_reason)
+CUDA_MEGAKERNEL_PROFILE = Profile("cuda-megakernel", "cuda", CUDA_MEGAKERNEL, CUDA_TRUST,
+                                  probe=nvrtc.unavailable_reason)
 
 CONTRACTS = {
     "reference": "the oracle: NumPy, node by node, buffers freed after last use",
@@ -26,8 +37,6 @@ CONTRACTS = {
     "cuda-fused": "bit-identical to cuda-eager",
     "cuda-megakernel": "bit-identical to cuda-eager (FMA contraction off)",
 }
-_DEVICE = {"reference": "cpu", "threads": "cpu", "native": "cpu", "cuda-eager": "cuda",
-           "cuda-fused": "cuda", "cuda-megakernel": "cuda"}
 
 
 def _register() -> None:
@@ -37,8 +46,12 @@ def _register() -> None:
                                ThreadsExecutable, frozenset({"workers", "tile_rows"})))
     register_strategy(Strategy("native", "cpu", CONTRACTS["native"], NATIVE_PROFILE,
                                NativeExecutable, frozenset({"workers", "contract"})))
-    for name in ("cuda-eager", "cuda-fused", "cuda-megakernel"):
-        register_strategy(Strategy(name, _DEVICE[name], CONTRACTS[name], None, None))
+    register_strategy(Strategy("cuda-eager", "cuda", CONTRACTS["cuda-eager"],
+                               CUDA_EAGER_PROFILE, CudaEagerExecutable, frozenset({"device"})))
+    register_strategy(Strategy("cuda-fused", "cuda", CONTRACTS["cuda-fused"], None, None))
+    register_strategy(Strategy("cuda-megakernel", "cuda", CONTRACTS["cuda-megakernel"],
+                               CUDA_MEGAKERNEL_PROFILE, CudaMegakernelExecutable,
+                               frozenset({"contract", "block_size", "device"})))
 
 
 _register()

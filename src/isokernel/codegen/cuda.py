@@ -174,10 +174,14 @@ size, or one value broadcast to every element (a stride-0 view)."""
 
 @dataclass(frozen=True)
 class ElementwiseKernel:
+    """``name(in0.., w0.., out0, rows)``: vector operands, then scalar ones."""
+
     name: str
     source: str
     vectors: tuple[int, ...]  # operand positions passed as ``in<k>``, in order
     scalars: tuple[int, ...]  # operand positions passed as ``w<k>``, in order
+    op: Op
+    attrs: dict
 
 
 def _input(aval: Aval, index: int) -> Node:
@@ -226,7 +230,8 @@ def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) ->
     body = emit_body(f"{name}_point", region, numbers.__getitem__, modes)
     source = "".join([_header([name], f"Eager kernel: {text}", False), PRELUDE, "\n",
                       prelude(body.helpers), body.function, "\n", region_wrapper(body, name)])
-    return ElementwiseKernel(name, record(source), tuple(vectors), tuple(scalars))
+    return ElementwiseKernel(name, record(source), tuple(vectors), tuple(scalars), op,
+                             dict(attrs))
 
 
 # --- reduction kernels --------------------------------------------------------------------
@@ -236,6 +241,8 @@ class ReductionKernels:
     """The kernels of one reduction op and dtype, in one module."""
 
     source: str
+    op: Op
+    dtype: np.dtype
     leaf: str  # pairwise leaves (NumPy's 8-accumulator block)
     combine: str  # one level of the pairwise tree
     fold: str  # acc ⊕ chunk results, in order, per output
@@ -348,7 +355,7 @@ def reduction_kernels(op: Op, dtype) -> ReductionKernels:
             _sequential_kernel(names[3], t, op, dtype)]
     what = f"Deterministic {op.value} of {SHORT[dtype]} (order: isokernel.codegen.reduce)"
     source = _header(names, what, False) + PRELUDE + "\n" + "".join(body)
-    return ReductionKernels(record(source), *names)
+    return ReductionKernels(record(source), op, dtype, *names)
 
 
 # --- every source generated in this process -----------------------------------------------

@@ -1,0 +1,365 @@
+"""The ``cuda-eager`` strategy: one device operation per node, in tape
+order, every buffer on the GPU and released after its last use.
+
+``CUPY`` is this interpretation's rule table. Elementwise ops launch the
+kernel ``codegen.cuda.elementwise_kernel`` makes from the shared C body, so
+a node computes on the GPU with exactly the expression the megakernel
+inlines (NVRTC, ``--fmad=false``, IEEE division and square root, subnormals
+kept): IEEE basic operations give NumPy's bits, transcendentals call CUDA's
+libdevice. Reductions run isokernel's deterministic kernels in NumPy's
+order (``codegen.reduce``); layout ops are CuPy views and copies; the matrix
+product is ``cupy.matmul`` (cuBLAS). Nothing goes through the host: inputs
+given as NumPy arrays are uploaded once per call, and the report says so.
+
+Contract: ulp-bounded against ``reference`` (IEEE basic operations, casts,
+comparisons, selects and sums of C-contiguous operands bit-identical;
+transcendentals within the bound in each capsule); bit-identical under
+portable numerics, which uses basic operations only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..codegen import cuda as cg
+from ..codegen.c_expr import MATH
+from ..codegen.reduce import pairwise_tree
+from ..codegen.reduce import plan as reduce_plan
+from ..ir import Op
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
+from .capsules import Capsule, NumericalPolicy, register
+from .liveness import release_schedule, static_liveness
+from .native import ULP_BOUND as NATIVE_ULP
+from .planning import Plan
+
+PROVIDER = "cuda-kernel"
+REDUCE_PROVIDER = "cuda-reduce"
+LAYOUT_PROVIDER = "cupy-layout"
+BLAS_PROVIDER = "cublas"
+PROVIDERS = (PROVIDER, REDUCE_PROVIDER, LAYOUT_PROVIDER, BLAS_PROVIDER)
+
+
+# --- the rules ----------------------------------------------------------------------------
+
+def _is_scalar_view(x) -> bool:
+    """A broadcast of one value: every stride 0 (a stride-0 view)."""
+    return x.ndim > 0 and x.size > 1 and all(s == 0 for s in x.strides)
+
+
+def _first(x):
+    return x[(slice(0, 1),) * x.ndim]
+
+
+def _elementwise(ex, node, *xs):
+    rt = ex.rt
+    out = rt.empty(node.shape, node.dtype)
+    if out.size == 0:
+        return out
+    kinds = tuple(cg.SCALAR if _is_scalar_view(x) else cg.VECTOR for x in xs)
+    spec, kernel = ex.elementwise(node, kinds)
+    vectors = [rt.contiguous(xs[k]) for k in spec.vectors]
+    scalars = [_first(xs[k]) for k in spec.scalars]
+    kernel(out.size, *vectors, *scalars, out, out.size)
+    return out
+
+
+def _identity(op: Op, dtype):
+    return {Op.REDUCE_SUM: 0, Op.REDUCE_PROD: 1}[op]
+
+
+def _reduce(ex, node, x):
+    """NumPy's order (``codegen.reduce``): the operand as (outputs, chunks,
+    length); pairwise trees over each chunk, then a fold per output; or one
+    left fold per output."""
+    rt = ex.rt
+    layout = reduce_plan(x.shape, node.attrs["axes"], node.op)
+    out = rt.empty(node.shape, node.dtype)
+    if out.size == 0:
+        return out
+    flat = out.reshape(-1)
+    if layout.reduced == 0:
+        flat.fill(_identity(node.op, node.dtype))
+        return out
+    y = rt.contiguous(x.transpose(layout.perm)).reshape(layout.outputs, layout.reduced)
+    kernels = ex.reduction(node.op, node.dtype)
+    if layout.sequential:
+        kernels["sequential"](layout.outputs, y, flat, layout.outputs, layout.reduced)
+        return out
+    tree, arrays = ex.tree(layout.length)
+    rows = layout.outputs * layout.chunks
+    vals = rt.empty((rows, tree.nodes), node.dtype)
+    offset, length, leaf_node, levels = arrays
+    kernels["leaf"](rows * tree.leaves, y, vals, offset, length, leaf_node, tree.leaves,
+                    layout.length, tree.nodes, rows)
+    for (parent, left, right), count in reversed(levels):
+        kernels["combine"](rows * count, vals, parent, left, right, count, tree.nodes, rows)
+    kernels["fold"](layout.outputs, vals, flat, layout.outputs, layout.chunks, tree.nodes)
+    return out
+
+
+def _reshape(ex, x, shape):
+    """A view where the layout allows one; otherwise a device copy first
+    (through isokernel's allocator)."""
+    if not x.flags.c_contiguous and math.prod(shape) > 1:
+        x = ex.rt.contiguous(x)
+    return x.reshape(shape)
+
+
+def _broadcast(ex, x, *, shape, dims):
+    expanded = [1] * len(shape)
+    for size, d in zip(x.shape, dims):
+        expanded[d] = size
+    return ex.rt.xp.broadcast_to(_reshape(ex, x, tuple(expanded)), shape)
+
+
+def _slice(ex, x, *, start, limit, stride):
+    return x[tuple(slice(b, e, s) for b, e, s in zip(start, limit, stride))]
+
+
+def _pad(ex, x, value, *, lo, hi, interior):
+    shape = tuple(a + b + d + max(d - 1, 0) * i
+                  for a, b, d, i in zip(lo, hi, x.shape, interior))
+    out = ex.rt.empty(shape, x.dtype)
+    out[...] = value
+    spots = tuple(slice(a, a + (d - 1) * (i + 1) + 1, i + 1)
+                  for a, d, i in zip(lo, x.shape, interior))
+    out[spots] = x
+    return out
+
+
+def _concatenate(ex, *xs, axis):
+    shape = list(xs[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    out = ex.rt.empty(tuple(shape), xs[0].dtype)
+    ex.rt.xp.concatenate(xs, axis=axis, out=out)
+    return out
+
+
+def _dot_general(ex, a, b, *, contract, batch):
+    """``ir.eval``'s meaning, with the product through cuBLAS."""
+    (ca, cb), (ba, bb) = contract, batch
+    fa = [i for i in range(a.ndim) if i not in ca and i not in ba]
+    fb = [i for i in range(b.ndim) if i not in cb and i not in bb]
+    batch_shape = [a.shape[i] for i in ba]
+    k = math.prod(a.shape[i] for i in ca)
+    m = math.prod(a.shape[i] for i in fa)
+    n = math.prod(b.shape[i] for i in fb)
+    nb = math.prod(batch_shape)
+    lhs = _reshape(ex, a.transpose((*ba, *fa, *ca)), (nb, m, k))
+    rhs = _reshape(ex, b.transpose((*bb, *cb, *fb)), (nb, k, n))
+    out = ex.rt.empty((nb, m, n), a.dtype)
+    if nb == 1:
+        ex.rt.xp.matmul(lhs[0], rhs[0], out=out[0])
+    else:
+        ex.rt.xp.matmul(lhs, rhs, out=out)
+    shape = batch_shape + [a.shape[i] for i in fa] + [b.shape[i] for i in fb]
+    return out.reshape(shape)
+
+
+def _attrs(fn):
+    return lambda ex, node, *xs: fn(ex, *xs, **node.attrs)
+
+
+CUPY = {
+    **{op: _elementwise for op in ELEMENTWISE},
+    **{op: _reduce for op in REDUCE},
+    Op.RESHAPE: lambda ex, node, x: _reshape(ex, x, node.attrs["shape"]),
+    Op.BROADCAST: _attrs(_broadcast),
+    Op.TRANSPOSE: lambda ex, node, x: x.transpose(node.attrs["perm"]),
+    Op.SLICE: _attrs(_slice),
+    Op.PAD: _attrs(_pad),
+    Op.REV: lambda ex, node, x: ex.rt.xp.flip(x, node.attrs["axes"]),
+    Op.CONCATENATE: _attrs(_concatenate),
+    Op.DOT_GENERAL: _attrs(_dot_general),
+}
+"""Every op the GPU strategies run outside a fused kernel: ``rule(executor,
+node, *operands) -> device array``."""
+
+
+# --- the executable -----------------------------------------------------------------------
+
+class DeviceExecutor:
+    """What the GPU executables share: the runtime, uploaded constants, and
+    the kernels and tree layouts built so far."""
+
+    def __init__(self, graph, runtime=None, device: int | None = None):
+        if runtime is None:
+            from .cuda_runtime import runtime as get_runtime
+            runtime = get_runtime(_current_device() if device is None else device)
+        self.rt = runtime
+        self.graph = graph
+        self.consts = {n: runtime.upload(n.attrs["value"].value) for n in graph.consts()}
+        self._elementwise: dict = {}
+        self._reductions: dict = {}
+        self._trees: dict = {}
+        self.uploads = 0
+
+    def elementwise(self, node, kinds):
+        operands = tuple(x.dtype for x in node.inputs)
+        key = (node.op, node.attrs, operands, node.dtype, kinds)
+        found = self._elementwise.get(key)
+        if found is None:
+            spec = cg.elementwise_kernel(node.op, dict(node.attrs), operands, node.dtype, kinds)
+            found = self._elementwise[key] = (spec, self.rt.elementwise_kernel(spec))
+        return found
+
+    def reduction(self, op: Op, dtype):
+        key = (op, np.dtype(dtype))
+        found = self._reductions.get(key)
+        if found is None:
+            spec = cg.reduction_kernels(op, dtype)
+            loaded = self.rt.reduction_kernels(spec)
+            found = self._reductions[key] = {
+                part: loaded[getattr(spec, part)]
+                for part in ("leaf", "combine", "fold", "sequential")}
+        return found
+
+    def tree(self, length: int):
+        found = self._trees.get(length)
+        if found is None:
+            tree = pairwise_tree(length)
+            up = self.rt.upload
+            levels = tuple(((up(p), up(left), up(right)), len(p))
+                           for p, left, right in tree.levels)
+            arrays = (up(tree.leaf_offset), up(tree.leaf_length), up(tree.leaf_node), levels)
+            found = self._trees[length] = (tree, arrays)
+        return found
+
+    def bring(self, arrays) -> list:
+        """The inputs on the device: host arrays are uploaded (counted)."""
+        out = []
+        for a in arrays:
+            if self.rt.is_device(a):
+                out.append(a)
+            else:
+                self.uploads += 1
+                out.append(self.rt.upload(np.asarray(a)))
+        return out
+
+    def value(self, node, env: dict):
+        return self.consts[node] if node.op is Op.CONST else env[node]
+
+    def run_node(self, node, env: dict):
+        if node.op is Op.CONST:
+            return self.consts[node]
+        return CUPY[node.op](self, node, *(self.value(x, env) for x in node.inputs))
+
+
+def _current_device() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().id)
+
+
+class CudaEagerExecutable:
+    strategy = "cuda-eager"
+
+    def __init__(self, plan: Plan, runtime=None, device: int | None = None):
+        self.plan = plan
+        self.graph = plan.graph
+        self.ex = DeviceExecutor(self.graph, runtime, device)
+        self._frees = release_schedule(self.graph)
+        self.static_liveness = static_liveness(self.graph)
+        self.measured_liveness = None
+
+    def __call__(self, *arrays):
+        ex = self.ex
+        env = dict(zip(self.graph.inputs, ex.bring(arrays)))
+        for i, node in enumerate(self.graph.nodes):
+            if node.op is not Op.INPUT:
+                env[node] = ex.run_node(node, env)
+            for dead in self._frees[i]:
+                env.pop(dead, None)
+        return tuple(env[x] for x in self.graph.outputs)
+
+    def measure(self, *arrays):
+        return self(*arrays)
+
+    def source(self) -> str:
+        kernels = [spec.source for spec, _ in self.ex._elementwise.values()]
+        if not kernels:
+            return "// no elementwise kernel has run yet: call the function first\n"
+        return "\n".join(kernels)
+
+    def report_lines(self) -> list[tuple[str, str]]:
+        return device_report_lines(self.ex, len(self.ex._elementwise), "elementwise")
+
+
+def device_report_lines(ex: DeviceExecutor, kernels: int, what: str) -> list:
+    rt = ex.rt
+    lines = [("device", rt.describe()),
+             ("kernels", f"{kernels} {what} kernel(s) compiled by NVRTC with "
+                         f"{' '.join(cg.nvrtc_options(False))}; reductions: "
+                         f"{len(ex._reductions)} kernel set(s)"),
+             ("transfers", f"{ex.uploads} host input(s) uploaded so far; inputs given as "
+                           f"NumPy arrays are uploaded once per call and the outputs "
+                           f"copied back; pass CuPy arrays to keep everything on the device")]
+    stats = rt.memory_stats()
+    lines.append(("memory", f"isokernel buffers: {stats.live_bytes} B live, "
+                            f"{stats.cache_bytes} B cached for reuse (cap "
+                            f"{stats.cap_bytes or 'unbounded'}; {stats.cap_source})"))
+    return lines
+
+
+# --- capsules -----------------------------------------------------------------------------
+
+CUDA_DOC_ULP = {
+    Op.CBRT: 1, Op.EXP: 2, Op.EXP2: 2, Op.EXPM1: 1, Op.LOG: 1, Op.LOG2: 1, Op.LOG10: 2,
+    Op.LOG1P: 1, Op.SIN: 2, Op.COS: 2, Op.TAN: 4, Op.ASIN: 2, Op.ACOS: 2, Op.ATAN: 2,
+    Op.SINH: 3, Op.COSH: 2, Op.TANH: 2, Op.ASINH: 3, Op.ACOSH: 4, Op.ATANH: 3,
+    Op.POW: 4, Op.ATAN2: 3,
+}
+"""Maximum error of CUDA's libdevice functions in ulp of the exact result,
+worst of float32 and float64 (CUDA C++ Programming Guide, "Mathematical
+Functions"; no fast-math)."""
+
+ULP_BOUND = {op: CUDA_DOC_ULP[op] + NATIVE_ULP[op] + 2 for op in CUDA_DOC_ULP}
+"""Stated distance, in ulp, from the reference (NumPy's ufunc loops): CUDA's
+documented error, plus NumPy's distance from glibc as ``native`` measured
+it, plus 2 for glibc's own error. Derived, not yet measured on a GPU:
+``scripts/gpu-check`` measures each function and checks it against this."""
+
+LIBDEVICE = "CUDA libdevice (NVRTC, no fast-math)"
+BASIC = "IEEE basic operation in CUDA C, bit-identical to NumPy"
+SUBNORMALS = "preserved (--ftz=false)"
+
+
+def _kernel_policy(op: Op) -> NumericalPolicy:
+    if op in ULP_BOUND:
+        return NumericalPolicy(subnormals=SUBNORMALS,
+                               math_library=f"{LIBDEVICE} {MATH[op]}; stated bound "
+                                            f"{ULP_BOUND[op]} ulp vs reference (derived, "
+                                            f"measured by scripts/gpu-check)")
+    return NumericalPolicy(subnormals=SUBNORMALS, math_library=BASIC)
+
+
+REDUCTION_ORDER = ("NumPy's order for C-contiguous operands (pairwise along a trailing run of "
+                   "reduced axes, in order across the others; prod a left fold), fixed from "
+                   "run to run")
+
+
+def _register_capsules() -> None:
+    for op in ELEMENTWISE:
+        kind = "libdevice call" if op in TRANSCENDENTAL else "C expression"
+        register(Capsule(f"isokernel CUDA kernel ({kind})", op, PROVIDER, "cuda", "checked",
+                         "isokernel-graph", _kernel_policy(op)))
+    for op in REDUCE:
+        register(Capsule("isokernel deterministic reduction", op, REDUCE_PROVIDER, "cuda",
+                         "checked", "isokernel-graph",
+                         NumericalPolicy(subnormals=SUBNORMALS, reduction_order=REDUCTION_ORDER,
+                                         math_library=BASIC)))
+    for op in LAYOUT:
+        register(Capsule(f"cupy {op.value} (view or device copy)", op, LAYOUT_PROVIDER, "cuda",
+                         "checked", "isokernel-graph",
+                         NumericalPolicy(math_library="data movement only (exact)")))
+    register(Capsule("cupy.matmul (cuBLAS)", Op.DOT_GENERAL, BLAS_PROVIDER, "cuda", "trusted",
+                     "isokernel-graph",
+                     NumericalPolicy(subnormals="implementation-defined",
+                                     contraction="implementation-defined (cuBLAS uses FMA)",
+                                     reduction_order="implementation-defined (cuBLAS algorithm)",
+                                     math_library="cuBLAS via CuPy (TF32 only if CUPY_TF32=1)")))
+
+
+_register_capsules()

@@ -1,0 +1,170 @@
+"""The ``cuda-megakernel`` strategy: every row region of the graph as one
+CUDA kernel around the shared C body, compiled by NVRTC; the ops between
+regions (matrix products, reductions along the pixel axis or over more than
+7 elements, layout ops across the pixel axis) run as ``cuda-eager`` does.
+
+Each region kernel reads the region's inputs and writes its outputs once;
+every intermediate stays in registers. Compiled with contraction off
+(``--fmad=false``), a kernel performs exactly the operations ``cuda-eager``
+performs node by node, in the same order with the same roundings, so the
+results are bit-identical to it: fusion moves values from DRAM to
+registers and changes nothing else. ``contract=True`` compiles with
+``--fmad=true`` (NVRTC may fuse ``a*b + c`` into FMA): faster, different
+bits, recorded in the capsules and the report.
+
+Launches are grid-stride over 64-bit row indices with 256 threads per
+block, capped by the compiled kernel's limit (``block_size=`` fixes the
+shape; a kernel that cannot take it is refused with its limit).
+"""
+
+from __future__ import annotations
+
+from ..codegen import cuda as cg
+from ..codegen.pixel import Region
+from ..ir import Op
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
+from .capsules import Capsule, NumericalPolicy, lookup, register
+from .cuda_eager import (
+    BASIC,
+    LIBDEVICE,
+    SUBNORMALS,
+    ULP_BOUND,
+    DeviceExecutor,
+    device_report_lines,
+)
+from .cuda_eager import PROVIDERS as EAGER_PROVIDERS
+from .planning import Plan
+from .threads import NodePlan
+
+PROVIDER = "cuda-region"
+PROVIDER_FMA = "cuda-region-fma"
+
+
+class CudaMegakernelExecutable:
+    strategy = "cuda-megakernel"
+
+    def __init__(self, plan: Plan, contract: bool = False, block_size: int | None = None,
+                 runtime=None, device: int | None = None):
+        if block_size is not None and (not isinstance(block_size, int)
+                                       or isinstance(block_size, bool) or block_size < 1):
+            raise ValueError(f"block_size={block_size!r}: give a positive number of threads, "
+                             f"e.g. block_size=256, or leave it to the kernel's limit")
+        self.graph = plan.graph
+        self.contract = bool(contract)
+        self.block_size = block_size
+        self.module = cg.cuda_module(self.graph, self.contract)
+        self.partition = self.module.partition
+        self.ex = DeviceExecutor(self.graph, runtime, device)
+        self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
+                        if self.module.kernels else {})
+        self._by_stage = {id(k.region): k for k in self.module.kernels}
+        self._release = _release_after(self.partition)
+        self.plan = node_plan(plan, self.partition, PROVIDER_FMA if self.contract else PROVIDER)
+        self.static_liveness = None
+        self.measured_liveness = None
+
+    def __call__(self, *arrays):
+        ex = self.ex
+        env = dict(zip(self.graph.inputs, ex.bring(arrays)))
+        for k, stage in enumerate(self.partition.stages):
+            if isinstance(stage, Region):
+                self._run_region(stage, env)
+            else:
+                for node in stage.nodes:
+                    env[node] = ex.run_node(node, env)
+            for dead in self._release[k]:
+                env.pop(dead, None)
+        return tuple(self.ex.value(x, env) for x in self.graph.outputs)
+
+    def _run_region(self, region: Region, env: dict) -> None:
+        kernel = self._by_stage[id(region)]
+        rt, rows = self.ex.rt, self.partition.pixels
+        body = kernel.body
+        row_in = [rt.contiguous(self.ex.value(x, env)) for x in body.row_inputs]
+        whole = [rt.contiguous(self.ex.value(x, env)) for x in body.whole_inputs]
+        outs = [rt.empty((rows, *n.shape[1:]), n.dtype) for n in body.outputs]
+        self.kernels[kernel.name](rows, *row_in, *whole, *outs, rows)
+        env.update(zip(body.outputs, outs))
+
+    def measure(self, *arrays):
+        return self(*arrays)
+
+    def source(self) -> str:
+        return self.module.source
+
+    def report_lines(self) -> list[tuple[str, str]]:
+        lines = device_report_lines(self.ex, len(self.module.kernels), "region")
+        shapes = []
+        for name, kernel in self.kernels.items():
+            if name == "_built":
+                continue
+            grid, block = kernel.grid_block(self.partition.pixels)
+            shapes.append(f"{name}: {block} threads/block (limit {kernel.max_threads_per_block}"
+                          f", {kernel.registers} registers), grid {grid}")
+        contraction = ("on: --fmad=true, NVRTC may fuse a*b+c into FMA; bits differ from "
+                       "cuda-eager" if self.contract else "off (--fmad=false)")
+        built = self.kernels.get("_built")
+        cubin = "none" if built is None else (
+            f"{built.path.name} for {built.arch} "
+            f"({'cache hit' if built.cached else 'compiled'} by {built.nvrtc})")
+        lines += [("pixels", self.partition.describe()),
+                  ("contract", contraction),
+                  ("launch", "; ".join(shapes) or "no region kernel (nothing row-local)"),
+                  ("cubin", cubin)]
+        return lines
+
+
+def _release_after(part) -> list[list]:
+    last: dict = {}
+    for k, stage in enumerate(part.stages):
+        for node in stage.nodes:
+            for x in node.inputs:
+                last[x] = k
+    keep = set(part.graph.outputs) | set(part.graph.inputs)
+    release: list[list] = [[] for _ in part.stages]
+    for node, k in last.items():
+        if node not in keep and node.op is not Op.CONST:
+            release[k].append(node)
+    return release
+
+
+def node_plan(plan: Plan, part, provider: str) -> NodePlan:
+    """Nodes inside a region under ``provider``'s capsules, the others under
+    the eager strategy's."""
+    inside = {n for r in part.regions for n in r.nodes}
+    capsules = {}
+    for node in part.graph.nodes:
+        if node.op in (Op.INPUT, Op.CONST):
+            continue
+        if node in inside:
+            capsules[node] = lookup(node.op, provider)
+        else:
+            capsules[node] = next(c for c in map(lambda p: lookup(node.op, p), EAGER_PROVIDERS)
+                                  if c is not None)
+    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
+
+
+def _policy(op: Op, contract: bool) -> NumericalPolicy:
+    contraction = "on (--fmad=true: FMA allowed)" if contract else "off (--fmad=false)"
+    if op in ULP_BOUND:
+        return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
+                               math_library=f"{LIBDEVICE}; stated bound {ULP_BOUND[op]} ulp vs "
+                                            f"reference, the bits of cuda-eager")
+    if op in REDUCE:
+        return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
+                               reduction_order="NumPy's order, unrolled (<= 7 elements)",
+                               math_library=BASIC)
+    return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction, math_library=BASIC)
+
+
+def _register_capsules() -> None:
+    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT):
+        kind = "element renaming" if op in LAYOUT else "C expression in a fused region"
+        for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
+            register(Capsule(f"generated CUDA ({kind})", op, provider, "cuda", "checked",
+                             "isokernel-graph", _policy(op, contract)))
+
+
+_register_capsules()
+
+PROFILE_PROVIDERS = (PROVIDER, *EAGER_PROVIDERS)

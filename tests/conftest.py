@@ -19,6 +19,61 @@ settings.register_profile("dev", deadline=None, max_examples=30,
 settings.load_profile(os.environ.get("ISOKERNEL_HYPOTHESIS_PROFILE", "ci"))
 
 STRATEGIES = [s.name for s in all_strategies()]
+REQUIRE_NVRTC = os.environ.get("ISOKERNEL_REQUIRE_NVRTC") == "1"
+NVRTC_ARCHS = ("sm_80", "sm_90")
+
+
+def nvrtc_or_skip():
+    """The NVRTC binding for compile tests; missing, they skip with the
+    reason, or fail where ``ISOKERNEL_REQUIRE_NVRTC=1`` (``make test``)."""
+    from isokernel.codegen import nvrtc
+
+    found = nvrtc.find_nvrtc(("cuda-bindings", "cupy"))
+    if found is None:
+        reason = nvrtc.unavailable_reason(("cuda-bindings", "cupy"))
+        if REQUIRE_NVRTC:
+            pytest.fail(f"ISOKERNEL_REQUIRE_NVRTC=1 but {reason}")
+        pytest.skip(reason)
+    return found
+
+
+def compile_everywhere(sources, nvrtc) -> list[str]:
+    """Compile every source for every architecture in ``NVRTC_ARCHS``;
+    returns the failures (NVRTC's messages)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from isokernel.codegen import cuda, nvrtc as nv
+
+    def one(job):
+        source, arch = job
+        options = cuda.nvrtc_options("--fmad=true" in source.split("\n", 3)[1])
+        try:
+            nv.compile_cuda(source, arch, options, nvrtc)
+        except nv.NvrtcError as err:
+            return f"{arch}: {err}"
+        return None
+    jobs = [(s, a) for s in sources for a in NVRTC_ARCHS]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        return [r for r in pool.map(one, jobs) if r is not None]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_cuda_source_compiles():
+    """After the session: every CUDA source the tests generated compiles
+    with NVRTC for sm_80 and sm_90 (from the cache when it already did)."""
+    yield
+    from isokernel.codegen import cuda, nvrtc
+
+    sources = cuda.generated_sources()
+    found = nvrtc.find_nvrtc(("cuda-bindings", "cupy"))
+    if not sources or found is None:
+        if sources and REQUIRE_NVRTC:
+            pytest.fail(f"{len(sources)} CUDA sources left uncompiled: "
+                        f"{nvrtc.unavailable_reason()}")
+        return
+    failures = compile_everywhere(sources, found)
+    assert not failures, f"{len(failures)} generated CUDA source(s) failed NVRTC:\n" + \
+        "\n".join(failures[:3])
 
 
 @pytest.fixture(params=STRATEGIES)

@@ -216,13 +216,13 @@ ISK_INLINE {t} isk_divmod_{s}({t} a, {t} b, {t} *mod_out)
     if (mod != 0) {{
         if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
     }} else {{
-        mod = copysign{f}(0, b);
+        mod = copysign{f}(({t})0, b);
     }}
     if (div != 0) {{
         floordiv = floor{f}(div);
         if (div - floordiv > ({t})0.5) floordiv += 1;
     }} else {{
-        floordiv = copysign{f}(0, a / b);
+        floordiv = copysign{f}(({t})0, a / b);
     }}
     *mod_out = mod;
     return floordiv;

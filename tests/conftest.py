@@ -42,7 +42,8 @@ def compile_everywhere(sources, nvrtc) -> list[str]:
     returns the failures (NVRTC's messages)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from isokernel.codegen import cuda, nvrtc as nv
+    from isokernel.codegen import cuda
+    from isokernel.codegen import nvrtc as nv
 
     def one(job):
         source, arch = job

@@ -24,10 +24,10 @@ import math
 import numpy as np
 
 from ..codegen import cuda as cg
-from ..codegen.c_expr import MATH
+from ..codegen.c_expr import C_EXPR, MATH, Ctx
 from ..codegen.reduce import pairwise_tree
 from ..codegen.reduce import plan as reduce_plan
-from ..ir import Op
+from ..ir import Op, PlanningError, dtypes
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
 from .capsules import Capsule, NumericalPolicy, register
 from .liveness import release_schedule, static_liveness
@@ -180,11 +180,33 @@ node, *operands) -> device array``."""
 
 # --- the executable -----------------------------------------------------------------------
 
+NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result here (integer "
+             "power raises for negative exponents in NumPy, which a kernel cannot). Nothing was "
+             "run; cast to a float dtype first, or use strategy='reference'")
+
+
+def refuse_unsupported(graph) -> None:
+    """Planning-time refusal of an elementwise node without an exact C form."""
+    for node in graph.nodes:
+        if node.op in ELEMENTWISE and not _has_expression(node):
+            where = f" at {node.where}" if node.where else ""
+            raise PlanningError(NO_KERNEL.format(op=node.op.value, where=where,
+                                                 dtype=dtypes.SHORT[node.inputs[0].dtype]))
+
+
+def _has_expression(node) -> bool:
+    operand = node.inputs[-1] if node.op is Op.SELECT else node.inputs[0]
+    attrs = {"dtype": node.attrs["dtype"]} if node.op is Op.CAST else {}
+    ctx = Ctx(operand.dtype, node.dtype, dict(node.attrs))
+    return C_EXPR[node.op](ctx, *["x"] * len(node.inputs), **attrs) is not None
+
+
 class DeviceExecutor:
     """What the GPU executables share: the runtime, uploaded constants, and
     the kernels and tree layouts built so far."""
 
     def __init__(self, graph, runtime=None, device: int | None = None):
+        refuse_unsupported(graph)
         if runtime is None:
             from .cuda_runtime import runtime as get_runtime
             runtime = get_runtime(_current_device() if device is None else device)

@@ -57,6 +57,9 @@ class CudaMegakernelExecutable:
         self.ex = DeviceExecutor(self.graph, runtime, device)
         self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
                         if self.module.kernels else {})
+        for name, kernel in self.kernels.items():
+            if name != "_built":
+                kernel.grid_block(self.partition.pixels)  # a fixed block_size must fit now
         self._by_stage = {id(k.region): k for k in self.module.kernels}
         self._release = _release_after(self.partition)
         self.plan = node_plan(plan, self.partition, PROVIDER_FMA if self.contract else PROVIDER)

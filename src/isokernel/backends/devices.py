@@ -55,12 +55,53 @@ def _cuda_reason(index: int) -> str | None:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as err:
-        return f"no usable CUDA driver: {err}"
+        return _driver_reason(err)
     if count == 0:
-        return "CUDA driver present but no visible GPU"
+        return f"CUDA driver present but no visible GPU{_visible_devices()}"
     if index >= count:
-        return f"cuda:{index} requested but {count} GPU(s) visible"
+        return f"cuda:{index} requested but {count} GPU(s) visible{_visible_devices()}"
     return None
+
+
+NO_DEVICE, INSUFFICIENT_DRIVER = 100, 35  # cudaErrorNoDevice, cudaErrorInsufficientDriver
+
+
+def _driver_reason(err: Exception) -> str:
+    """The CUDA runtime's error on asking for the device count, in words:
+    no GPU behind a working driver, or no (recent enough) driver."""
+    status, text = getattr(err, "status", None), str(err)
+    if status == NO_DEVICE or "cudaErrorNoDevice" in text:
+        return f"CUDA driver present but no visible GPU{_visible_devices()} ({text})"
+    if status == INSUFFICIENT_DRIVER or "cudaErrorInsufficientDriver" in text:
+        return (f"no CUDA driver, or one older than CuPy's CUDA runtime needs ({text}); "
+                f"install the NVIDIA driver, or a CuPy wheel for the driver's CUDA version")
+    return f"no usable CUDA driver: {text}"
+
+
+def _visible_devices() -> str:
+    import os
+
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "" if value is None else f"; CUDA_VISIBLE_DEVICES={value!r}"
+
+
+def cuda_description(index: int = 0) -> str:
+    """One line about a ready ``cuda:index``: name, architecture, memory,
+    driver and runtime versions (only call when it is available)."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(index)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    driver, runtime = (cupy.cuda.runtime.driverGetVersion(),
+                       cupy.cuda.runtime.runtimeGetVersion())
+    return (f"cuda:{index} {name}, sm_{props['major']}{props['minor']}, "
+            f"{props['multiProcessorCount']} SMs, {props['totalGlobalMem'] / 2**30:.1f} GiB; "
+            f"driver {_version(driver)}, CuPy {cupy.__version__} on CUDA runtime "
+            f"{_version(runtime)}")
+
+
+def _version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
 
 
 def require(device: Device) -> Device:

@@ -11,6 +11,6 @@ from .host import ISK_BLOCK, host_source
 
 __all__ = [
     "C_EXPR", "ISK_BLOCK", "MATH", "Body", "Built", "CompileError", "Compiler", "Unsupported",
-    "build", "cuda_module", "cuda_source", "current_compiler", "emit_body", "host_source", "literal", "math_name", "supports",
-    "unavailable_reason",
+    "build", "cuda_module", "cuda_source", "current_compiler", "emit_body", "host_source",
+    "literal", "math_name", "supports", "unavailable_reason",
 ]

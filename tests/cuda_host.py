@@ -14,6 +14,7 @@ release. The arithmetic of the CUDA build itself is checked on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 
@@ -94,6 +95,9 @@ class HostRuntime:
 
     def synchronize(self):
         pass
+
+    def activate(self):
+        return contextlib.nullcontext()
 
     def _kernel(self, name, fn, block=None):
         kernel = HostKernel(name, fn, self.max_threads, block=block)

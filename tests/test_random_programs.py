@@ -105,9 +105,11 @@ def _composed(kind, x, y, scalar):
 
 def _bit_contract(strategy_name, graph) -> bool:
     """Whether the strategy promises these programs' bits: ``native`` calls
-    libm for transcendentals (ulp-bounded per op, tested in test_native.py;
-    composed programs can amplify a bound without limit)."""
-    return strategy_name != "native" or not (graph.ops() & TRANSCENDENTAL)
+    libm and the GPU strategies libdevice for transcendentals (ulp-bounded
+    per op, tested in test_native.py and test_cuda_gpu.py; composed programs
+    can amplify a bound without limit)."""
+    libm = strategy_name == "native" or strategy_name.startswith("cuda")
+    return not libm or not (graph.ops() & TRANSCENDENTAL)
 
 
 def _check_parity(dtype, shapes, steps, seed):

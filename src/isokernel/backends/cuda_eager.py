@@ -212,7 +212,8 @@ class DeviceExecutor:
             runtime = get_runtime(_current_device() if device is None else device)
         self.rt = runtime
         self.graph = graph
-        self.consts = {n: runtime.upload(n.attrs["value"].value) for n in graph.consts()}
+        with runtime.activate():
+            self.consts = {n: runtime.upload(n.attrs["value"].value) for n in graph.consts()}
         self._elementwise: dict = {}
         self._reductions: dict = {}
         self._trees: dict = {}
@@ -288,13 +289,14 @@ class CudaEagerExecutable:
 
     def __call__(self, *arrays):
         ex = self.ex
-        env = dict(zip(self.graph.inputs, ex.bring(arrays)))
-        for i, node in enumerate(self.graph.nodes):
-            if node.op is not Op.INPUT:
-                env[node] = ex.run_node(node, env)
-            for dead in self._frees[i]:
-                env.pop(dead, None)
-        return tuple(env[x] for x in self.graph.outputs)
+        with ex.rt.activate():
+            env = dict(zip(self.graph.inputs, ex.bring(arrays)))
+            for i, node in enumerate(self.graph.nodes):
+                if node.op is not Op.INPUT:
+                    env[node] = ex.run_node(node, env)
+                for dead in self._frees[i]:
+                    env.pop(dead, None)
+            return tuple(ex.value(x, env) for x in self.graph.outputs)
 
     def measure(self, *arrays):
         return self(*arrays)

@@ -68,16 +68,17 @@ class CudaMegakernelExecutable:
 
     def __call__(self, *arrays):
         ex = self.ex
-        env = dict(zip(self.graph.inputs, ex.bring(arrays)))
-        for k, stage in enumerate(self.partition.stages):
-            if isinstance(stage, Region):
-                self._run_region(stage, env)
-            else:
-                for node in stage.nodes:
-                    env[node] = ex.run_node(node, env)
-            for dead in self._release[k]:
-                env.pop(dead, None)
-        return tuple(self.ex.value(x, env) for x in self.graph.outputs)
+        with ex.rt.activate():
+            env = dict(zip(self.graph.inputs, ex.bring(arrays)))
+            for k, stage in enumerate(self.partition.stages):
+                if isinstance(stage, Region):
+                    self._run_region(stage, env)
+                else:
+                    for node in stage.nodes:
+                        env[node] = ex.run_node(node, env)
+                for dead in self._release[k]:
+                    env.pop(dead, None)
+            return tuple(ex.value(x, env) for x in self.graph.outputs)
 
     def _run_region(self, region: Region, env: dict) -> None:
         kernel = self._by_stage[id(region)]

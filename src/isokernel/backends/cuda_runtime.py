@@ -167,6 +167,10 @@ class CudaRuntime:
     def synchronize(self) -> None:
         self.device.synchronize()
 
+    def activate(self):
+        """A context in which this runtime's device is CuPy's current one."""
+        return self.device
+
     # --- kernels --------------------------------------------------------------------------
 
     def load(self, source: str, names, options, block: int | None = None) -> dict[str, Kernel]:

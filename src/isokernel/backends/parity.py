@@ -13,6 +13,20 @@ def bit_identical(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+def bit_identical_but_nan(a, b) -> bool:
+    """Bit-identical except inside NaNs: NaN where the other has NaN, any
+    payload or sign. A GPU makes its own NaNs (NVIDIA's canonical NaN is
+    0x7fffffff, x86's default NaN 0xffc00000), so this is bit identity
+    across devices; every other value, signed zeros included, must match."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype not in _VIEW:
+        return a.tobytes() == b.tobytes()
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    return bool(np.array_equal(nan_a, nan_b)) and a[~nan_a].tobytes() == b[~nan_b].tobytes()
+
+
 def max_ulp(a, b) -> float:
     """The largest distance in units in the last place between matching
     elements (0 for equal values, NaN = NaN; inf when exactly one is NaN).

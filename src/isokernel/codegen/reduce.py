@@ -28,9 +28,14 @@ The C emitter unrolls small reductions in this same order (``emit.py``
 calls ``plan``), so a reduction the megakernel computes inside a region
 gives the eager kernel's bits.
 
-``plan`` computes the layout and ``pairwise_tree`` the tree; ``emulate``
-runs both with NumPy, which is how the CPU tests pin the order against
-``numpy.add.reduce`` bit for bit.
+An operand that is a view (transposed, sliced with a step, broadcast) is
+reduced in its logical C order, i.e. as a contiguous copy of it would be.
+NumPy walks some views in memory order instead, with buffering, so for
+those its last bits may differ (within the ulp contract); single-axis
+reductions of up to 7 elements agree in every layout. ``plan`` computes the
+layout and ``pairwise_tree`` the tree; ``emulate`` runs both with NumPy,
+which is how the CPU tests pin the order against ``numpy.add.reduce`` bit
+for bit.
 """
 
 from __future__ import annotations

@@ -61,9 +61,10 @@ class HostRuntime:
     xp = np
     name = "host emulation"
 
-    def __init__(self, cap: int = 0, max_threads: int = 1024):
+    def __init__(self, cap: int = 0, max_threads: int = 1024, compile_elementwise=False):
         self.memory = ReuseCache(lambda n: np.empty(n, np.uint8), lambda b: None, cap, "test")
         self.max_threads = max_threads
+        self.compile_elementwise = compile_elementwise  # the kernel's C body, not EVAL
         self.kernels: dict[str, HostKernel] = {}
 
     def empty(self, shape, dtype):
@@ -78,7 +79,9 @@ class HostRuntime:
         return isinstance(x, np.ndarray) and isinstance(x.base, _Lease)
 
     def upload(self, x):
-        host = np.ascontiguousarray(x)
+        host = np.asarray(x)
+        if not host.flags.c_contiguous:
+            host = host.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         out = self.empty(host.shape, host.dtype)
         out[...] = host
         return out
@@ -105,16 +108,15 @@ class HostRuntime:
         return kernel
 
     def region_kernels(self, module, block=None):
-        pairs = [(k.body, k.name) for k in module.kernels]
-        cc = codegen.current_compiler()
-        library, _ = codegen.build(codegen.host_source(pairs, "emulated", cc.vector_math))
-        out = {}
-        for kernel in module.kernels:
-            fn = getattr(library, kernel.name)
-            out[kernel.name] = self._kernel(kernel.name, _region_call(fn), block)
-        return out
+        library = _host_library([(k.body, k.name) for k in module.kernels],
+                                not self.compile_elementwise)
+        return {k.name: self._kernel(k.name, _region_call(getattr(library, k.name)), block)
+                for k in module.kernels}
 
     def elementwise_kernel(self, spec):
+        if self.compile_elementwise:
+            library = _host_library([(spec.body, spec.name)], vector_math=False)
+            return self._kernel(spec.name, _region_call(getattr(library, spec.name)))
         return self._kernel(spec.name, functools.partial(_elementwise, spec))
 
     def reduction_kernels(self, spec):
@@ -129,6 +131,17 @@ class HostRuntime:
 
     def describe(self):
         return "host emulation of a CUDA device (tests)"
+
+
+def _host_library(pairs, vector_math=True):
+    """The bodies compiled for the host, through the CPU wrapper. With
+    compiled elementwise kernels too, scalar libm everywhere: a vectorized
+    libmvec call in one kernel and a scalar one in another would differ
+    (a host artifact: on the GPU every kernel calls libdevice alike)."""
+    cc = codegen.current_compiler()
+    vector_math = vector_math and cc.vector_math
+    library, _ = codegen.build(codegen.host_source(pairs, "emulated", vector_math))
+    return library
 
 
 def _region_call(fn):

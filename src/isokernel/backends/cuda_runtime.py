@@ -148,7 +148,9 @@ class CudaRuntime:
     def upload(self, x):
         """A host array copied to the device (explicit: the caller passed
         host arrays to a GPU strategy)."""
-        host = np.ascontiguousarray(x)
+        host = np.asarray(x)
+        if not host.flags.c_contiguous:
+            host = host.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         out = self.empty(host.shape, host.dtype)
         if host.size:
             out.set(host)

@@ -182,6 +182,7 @@ class ElementwiseKernel:
     scalars: tuple[int, ...]  # operand positions passed as ``w<k>``, in order
     op: Op
     attrs: dict
+    body: Body
 
 
 def _input(aval: Aval, index: int) -> Node:
@@ -231,7 +232,7 @@ def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) ->
     source = "".join([_header([name], f"Eager kernel: {text}", False), PRELUDE, "\n",
                       prelude(body.helpers), body.function, "\n", region_wrapper(body, name)])
     return ElementwiseKernel(name, record(source), tuple(vectors), tuple(scalars), op,
-                             dict(attrs))
+                             dict(attrs), body)
 
 
 # --- reduction kernels --------------------------------------------------------------------

@@ -228,6 +228,13 @@ def runtime(index: int = 0) -> CudaRuntime:
         return found
 
 
+def device_allocators() -> list[ReuseCache]:
+    """The buffer caches of the runtimes created so far (none before a GPU
+    strategy has run)."""
+    with _RUNTIME_LOCK:
+        return [rt.memory for rt in _RUNTIMES.values()]
+
+
 def allocator_stats(index: int = 0):
     """The allocator report of ``cuda:index``: live and cached bytes, the cap,
     the driver's free/total memory and CuPy's pool."""

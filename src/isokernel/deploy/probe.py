@@ -12,8 +12,10 @@ exist before the call) plus everything the call allocates at its peak:
   /proc/self/clear_refs) minus the resident size before the call — the
   pages actually touched; unavailable where the reset is not permitted.
 
-On a GPU the figure is the peak of bytes in use in CuPy's memory pool during
-the call, tracked by wrapping the pool's allocator.
+On a GPU the figure is the peak of bytes in use during the call in CuPy's
+memory pool (tracked by wrapping the pool's allocator) plus in isokernel's
+own device allocator (``backends.cuda_memory``), where the GPU strategies'
+buffers live.
 """
 
 from __future__ import annotations
@@ -107,13 +109,20 @@ def measure_host(run: Callable[[], object], input_bytes: int) -> tuple[int, int 
 
 
 def measure_device(run: Callable[[], object]) -> int:
-    """Peak bytes in use in CuPy's default pool during ``run()``, above what
-    was in use before."""
+    """Peak bytes in use during ``run()``, above what was in use before: in
+    CuPy's default pool (CuPy's own temporaries) plus in isokernel's device
+    allocator, which holds the GPU strategies' buffers."""
     import cupy
+
+    from ..backends.cuda_runtime import device_allocators
 
     pool = cupy.get_default_memory_pool()
     base = pool.used_bytes()
     peak = [base]
+    allocators = device_allocators()
+    for cache in allocators:
+        cache.reset_peak()
+    own = sum(cache.live_bytes for cache in allocators)
 
     def malloc(size):
         memory = pool.malloc(size)
@@ -126,7 +135,7 @@ def measure_device(run: Callable[[], object]) -> int:
         cupy.cuda.runtime.deviceSynchronize()
     finally:
         cupy.cuda.set_allocator(pool.malloc)
-    return peak[0] - base
+    return peak[0] - base + sum(cache.peak_live_bytes for cache in allocators) - own
 
 
 def rss_available() -> bool:

@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/isokernel demo --figure build/soil-moisture-demo.png
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts/gpu-check
 	$(BIN)/lint-imports
 
 # ISOKERNEL_REQUIRE_NVRTC: the NVRTC compile tests fail, not skip, when NVRTC is missing

@@ -18,7 +18,7 @@ from isokernel.backends import get_strategy, plan
 from isokernel.backends.cuda_eager import CUPY, ULP_BOUND, CudaEagerExecutable
 from isokernel.backends.cuda_megakernel import CudaMegakernelExecutable
 from isokernel.backends.cuda_runtime import LaunchError, architecture, launch_shape
-from isokernel.backends.parity import bit_identical, max_ulp
+from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
 from isokernel.ir import Op
 from isokernel.ir.ops import LEAF, TRANSCENDENTAL, TRANSFORM_ONLY
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
@@ -137,11 +137,11 @@ def test_hypothesis_programs_on_the_emulated_device(program):
         want = reference(fn, *inputs)
         eager, mega, _ = executables(fn, *inputs)
         got_e, got_m = eager(*inputs), mega(*inputs)
-    for e, m, w in zip(got_e, got_m, want):
-        assert bit_identical(e, w)
+    for e, m, w in zip(got_e, got_m, want):  # NumPy's own max reduce may flip a NaN's sign
+        assert bit_identical_but_nan(e, w)
         inside = {n.op for r in mega.partition.regions for n in r.nodes}
         if not inside & TRANSCENDENTAL:
-            assert bit_identical(m, w)
+            assert bit_identical_but_nan(m, w)
 
 
 @needs_cc

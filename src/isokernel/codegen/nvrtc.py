@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,11 @@ def cache_dir() -> Path:
         path = Path(root) / "cuda"
     else:
         path = Path.home() / ".cache" / "isokernel" / "cuda"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: a private temporary cache instead
+        path = Path(tempfile.gettempdir()) / f"isokernel-cuda-{os.getuid()}"
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

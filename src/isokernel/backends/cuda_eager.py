@@ -321,7 +321,7 @@ def device_report_lines(ex: DeviceExecutor, kernels: int, what: str) -> list:
                            f"NumPy arrays are uploaded once per call and the outputs "
                            f"copied back; pass CuPy arrays to keep everything on the device")]
     stats = rt.memory_stats()
-    lines.append(("memory", f"isokernel buffers: {stats.live_bytes} B live, "
+    lines.append(("allocator", f"isokernel buffers: {stats.live_bytes} B live, "
                             f"{stats.cache_bytes} B cached for reuse (cap "
                             f"{stats.cap_bytes or 'unbounded'}; {stats.cap_source})"))
     return lines

@@ -25,12 +25,13 @@ from .ir import (
 )
 from .ir.pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .record import ShapeDtype, replay, trace
+from .record.portable import numerics
 
 __version__ = "0.1.0"
 
 __all__ = [
     "STRATEGY_NAMES", "BackendUnavailableError", "Capsule", "DTypeError", "Graph", "GraphError",
     "IsokernelError", "NumericalPolicy", "PlanningError", "Profile", "RetraceWarning",
-    "ShapeDtype", "ShapeError", "TracerError", "jit", "plan", "register_pytree_node", "replay",
-    "trace", "tree_flatten", "tree_map", "tree_unflatten", "verify",
+    "ShapeDtype", "ShapeError", "TracerError", "jit", "numerics", "plan", "register_pytree_node",
+    "replay", "trace", "tree_flatten", "tree_map", "tree_unflatten", "verify",
 ]

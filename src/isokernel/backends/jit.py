@@ -17,7 +17,8 @@ import numpy as np
 
 from ..ir import dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
-from ..record import current_builder, trace_flat
+from ..record import current_builder, portable, trace_flat
+from ..record.tables import refuse_hardware_modes
 from .devices import Device, device_of, parse_device, require
 from .planning import plan
 from .report import Report
@@ -32,24 +33,30 @@ class RetraceWarning(UserWarning):
 
 
 def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
-        static_argnums=(), **options):
+        static_argnums=(), numerics: str | None = None, **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
     ``cuda-eager``, ``cuda-fused``, ``cuda-megakernel``. ``device``: ``cpu``,
     ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
-    refused). Inputs, outputs and static arguments may be pytrees. Usable as
-    ``@jit`` or ``@jit(strategy=...)``.
+    refused). ``numerics``: ``native`` (each platform's math library) or
+    ``portable`` (every transcendental recorded as one shared decomposition
+    into basic operations: the same bits on every strategy); by default the
+    model's own ``@isokernel.numerics(...)`` default, else the enclosing
+    ``with isokernel.numerics(...)``, else ``native``. Inputs, outputs and
+    static arguments may be pytrees. Usable as ``@jit`` or
+    ``@jit(strategy=...)``.
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,
                                  static_argnames=static_argnames,
-                                 static_argnums=static_argnums, **options)
-    return Jitted(fun, strategy, device, static_argnames, static_argnums, options)
+                                 static_argnums=static_argnums, numerics=numerics, **options)
+    return Jitted(fun, strategy, device, static_argnames, static_argnums, options, numerics)
 
 
 class Jitted:
-    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options):
+    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
+                 numerics=None):
         if strategy != "auto" and strategy not in STRATEGY_NAMES:
             get_strategy(strategy)  # raises naming the valid strategies
         self.fun = fun
@@ -58,6 +65,8 @@ class Jitted:
         if self.device is not None and strategy != "auto":
             choose(strategy, self.device)
         self.options = dict(options)
+        self.numerics = portable._check_mode(numerics) if numerics is not None else None
+        self._default_numerics = portable.default_of(fun)
         self._sig = _signature(fun)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
         self._cache: dict = {}
@@ -66,11 +75,14 @@ class Jitted:
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
-        if current_builder() is not None:
-            return self.fun(*args, **kwargs)  # inside a recording: inline
+        if current_builder() is not None:  # inside a recording: inline
+            if self.numerics is None:
+                return self.fun(*args, **kwargs)
+            with portable.numerics(self.numerics):
+                return self.fun(*args, **kwargs)
         names, dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = self._key(names, treedef, leaves, statics)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._lower(key, names, dynamic, statics).compile()
@@ -82,8 +94,17 @@ class Jitted:
         recording, ``.compile()`` the next step."""
         names, dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = self._key(names, treedef, leaves, statics)
         return self._lower(key, names, dynamic, statics)
+
+    def numerics_mode(self) -> str:
+        """The numerics a call made now records with: this jit's own, else
+        the enclosing ``numerics(...)``, else the model's default, else
+        ``native``."""
+        return self.numerics or portable.explicit() or self._default_numerics or "native"
+
+    def _key(self, names, treedef, leaves, statics):
+        return (names, treedef, tuple(map(_leaf_key, leaves)), statics, self.numerics_mode())
 
     def _lower(self, key, names, dynamic, statics) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
@@ -91,8 +112,9 @@ class Jitted:
         leaves, _ = tree_flatten(dynamic)
         device = self.device or device_of(leaves)
         strategy = choose(self.strategy, device)
-        graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
-                                               names=arg_names, name=self.__name__)
+        with portable.numerics(key[-1]):
+            graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
+                                                   names=arg_names, name=self.__name__)
         if captures:
             raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
                             f"it as an argument")
@@ -148,8 +170,10 @@ class Lowered:
         self.out_tree = out_tree
         self.strategy = strategy
         self.device = device
+        self.numerics = key[-1]
 
     def compile(self) -> Compiled:
+        refuse_hardware_modes(self.graph, self.strategy.device)
         accepted = plan(self.graph, self.strategy.profile)
         executable = self.strategy.build(accepted, self.jitted.options)
         return Compiled(self, accepted, executable)
@@ -172,7 +196,7 @@ class Compiled:
         jitted = self.lowered.jitted
         names, dynamic, statics = jitted._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = jitted._key(names, treedef, leaves, statics)
         if key != self.lowered.key:
             names = list(self.graph.input_names)
             raise TypeError(f"this compiled {jitted.__name__} was built for other argument "
@@ -211,7 +235,15 @@ class Compiled:
             outputs=len(self.graph.outputs), capsules=self.plan.capsule_counts(),
             static_liveness=getattr(self.executable, "static_liveness", None),
             measured_liveness=getattr(self.executable, "measured_liveness", None),
-            extra=list(getattr(self.executable, "report_lines", lambda: [])()))
+            extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics])]
+            + list(getattr(self.executable, "report_lines", lambda: [])()))
+
+
+NUMERICS_TEXT = {
+    "native": "native: transcendentals call each platform's math library",
+    "portable": "portable: every transcendental recorded as its shared branchless "
+                "decomposition into IEEE basic ops (identical bits on every strategy)",
+}
 
 
 def _leaf_key(x):
@@ -279,8 +311,10 @@ def _check_hashable(fname: str, name: str, value) -> None:
 
 
 def _what_changed(old_key, new_key, leaf_names) -> str:
-    old_names, old_tree, old_leaves, old_static = old_key
-    new_names, new_tree, new_leaves, new_static = new_key
+    old_names, old_tree, old_leaves, old_static, old_numerics = old_key
+    new_names, new_tree, new_leaves, new_static, new_numerics = new_key
+    if old_numerics != new_numerics:
+        return f"numerics changed from {old_numerics} to {new_numerics}"
     if old_static != new_static:
         before, after = dict(old_static), dict(new_static)
         for name in after:

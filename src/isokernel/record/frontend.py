@@ -426,6 +426,18 @@ def mean(x, axis=None, keepdims: bool = False):
     return divide(sum(x, axes, keepdims), float(count))
 
 
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """log(sum(exp(x))) without overflow: the maximum is subtracted before
+    exp and added back after log (a slice whose maximum is ±inf shifts by
+    0, so all -inf gives -inf and +inf gives +inf)."""
+    x = _float(x, "logsumexp")
+    m = max(x, axis, keepdims=True)
+    shift = where(isfinite(m), m, 0.0)
+    total = sum(exp(subtract(x, shift)), axis, keepdims=keepdims)
+    kept = shift if keepdims else reshape(shift, shape(total))
+    return add(log(total), kept)
+
+
 # ----------------------------------------------------------------- layout
 
 

@@ -541,16 +541,18 @@ def _cos_kernel(h, lo, k):
 
 
 def _trig(x):
-    """Reduced argument and both kernels: (odd quadrant, upper half, sin, cos)."""
+    """Reduced argument and both kernels: (quadrant 0-3, sin, cos)."""
     k = _spec(x)
-    xs = _sel(abs(x) < np.inf, x, 0.0)
+    xs = _sel(abs(x) < k.TRIG_MAX, x, 0.0)
     n, h, lo = _reduce_pio2(xs, k)
     q = n - 4.0 * _floor(n * 0.25)
     return k, q, _sin_kernel(h, lo, k), _cos_kernel(h, lo, k)
 
 
 def _finite_only(x, r):
-    return _sel(abs(x) < np.inf, r, np.nan)
+    """NaN outside |x| < TRIG_MAX: beyond it the reduction by π/2 is no
+    longer exact, and an answer with no accuracy bound is not given."""
+    return _sel(abs(x) < _spec(x).TRIG_MAX, r, np.nan)
 
 
 def sin(x):
@@ -599,7 +601,8 @@ def _atan_core(a, k, extra=None):
         b1, k.ATAN_HALF[0], 0.0, a))))
     lo = _sel(big, k.PIO2[1], _sel(b3, k.ATAN_3HALF[1], _sel(b2, k.PIO4[1], _sel(
         b1, k.ATAN_HALF[1], 0.0, a))))
-    t = _sel(big, -1.0, a - c) / _sel(big, a, 1.0 + c * a)
+    near = _sel(big, 1.0, a)
+    t = _sel(big, -1.0, near - c) / _sel(big, a, 1.0 + c * near)
     z = t * t
     small = t * (z * _poly(z, k.ATAN)) + (lo if extra is None else lo + extra)
     return hi, t + small
@@ -623,14 +626,16 @@ def arctan2(y, x):
     num = _sel(both_inf, 1.0, _sel(den == 0.0, 0.0, num))
     den = _sel(flat, 1.0, den)
     ratio = num / den
-    residual = _sel(ratio > k.TINY_RATIO, _quotient_residual(num, den, ratio, k), 0.0)
+    usable = (ratio > k.TINY_RATIO) & (den < np.inf)
+    residual = _sel(usable, _quotient_residual(num, _sel(usable, den, 1.0), ratio, k), 0.0)
     th, tl = _atan_core(ratio, k, residual)
     xneg = _copysign(1.0, x) < 0.0
     flip = swap != xneg
     kh = _sel(swap, k.PIO2[0], _sel(xneg, k.PI[0], 0.0, x))
     kl = _sel(swap, k.PIO2[1], _sel(xneg, k.PI[1], 0.0, x))
     s, e = _two_sum(kh, _sel(flip, -th, th))
-    return _copysign(s + (e + (kl + _sel(flip, -tl, tl))), y)
+    r = _copysign(s + (e + (kl + _sel(flip, -tl, tl))), y)
+    return _sel((x != x) | (y != y), np.nan, r)
 
 
 def _quotient_residual(num, den, ratio, k):
@@ -740,7 +745,7 @@ def arcsinh(x):
     keeps its accuracy near 0; log(a) + ln2 beyond 2^28 (2^12 in float32)."""
     k = _spec(x)
     a = abs(x)
-    a = _sel(a < np.inf, a, 1.0)
+    a = _sel(a == np.inf, 1.0, a)
     big = a > k.BIG
     an = _sel(big, 1.0, a)
     p, pe = _two_prod(an, an, k)

@@ -103,7 +103,7 @@ def near_pio2_multiples(dtype, max_x):
 
 
 def _convergent_denominators(alpha, limit):
-    qs, (q0, q1) = [], (0, 1)
+    qs, (q0, q1) = [], (1, 0)
     x = alpha
     for _ in range(80):
         a = int(mp.floor(x))
@@ -318,6 +318,7 @@ def _ulps(got, ref, dtype):
         err = np.abs(got - ref) / ulp
         expected = ref.astype(dtype)
     err = np.where(overflow | np.isinf(ref), np.where(got == expected, 0.0, np.inf), err)
+    err = np.where(np.isnan(got), np.inf, err)
     return np.where(np.isnan(ref), np.where(np.isnan(got), 0.0, np.inf), err)
 
 

@@ -250,7 +250,9 @@ def _spec(x):
 # constants of the operand's dtype, rounded once at record time.
 
 def _is_number(v) -> bool:
-    return isinstance(v, (int, float))
+    """A Python number (NumPy scalars, which eager 0-d arithmetic returns,
+    are values)."""
+    return isinstance(v, (int, float)) and not isinstance(v, np.generic)
 
 
 def _full(value: float, like):

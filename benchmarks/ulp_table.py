@@ -361,13 +361,34 @@ def measure(fn: Function, dtype, points: int, seed: int = 0):
     return float(err[worst]), tuple(float(a[worst]) for a in args), len(err)
 
 
+def exhaustive_f32(fn: Function, lo: float, hi: float, chunk: int = 1 << 22):
+    """Max error over *every* float32 in [lo, hi) and (-hi, -lo] (unary)."""
+    a, b = np.array([lo, hi], dtype=F32).view(np.int32)
+    worst, at, count = 0.0, None, 0
+    for start in range(int(a), int(b), chunk):
+        bits = np.arange(start, min(int(b), start + chunk), dtype=np.int32)
+        x = bits.view(np.float32)
+        for arg in (x, -x):
+            err = errors_f32(fn, [arg])
+            i = int(np.argmax(err))
+            count += len(err)
+            if err[i] > worst:
+                worst, at = float(err[i]), float(arg[i])
+    return worst, at, count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="functions (default: all)")
     parser.add_argument("--points", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--exhaustive-f32", nargs=2, type=float, metavar=("LO", "HI"),
+                        help="also check every float32 with LO <= |x| < HI (unary functions)")
     args = parser.parse_args()
     names = args.names or list(FUNCTIONS)
+    if args.exhaustive_f32:
+        _exhaustive_table(names, *args.exhaustive_f32)
+        return
     print(f"max error in ulps of the exact value, portable numerics "
           f"({args.points} sampled points per function and dtype, plus edge cases)\n")
     print(f"| {'function':<8} | {'float32':>7} | {'float64':>7} | bound | domain |")
@@ -381,6 +402,19 @@ def main() -> None:
         print(f"| {name:<8} | {e32:7.3f} | {e64:7.3f} | {fn.bound:g} | {fn.domain} |{flag}"
               f"  <!-- worst f32 at {at32}, f64 at {at64}; {n32}+{n64} points, "
               f"{time.perf_counter() - start:.0f} s -->", flush=True)
+
+
+def _exhaustive_table(names, lo: float, hi: float) -> None:
+    print(f"every float32 x with {lo:g} <= |x| < {hi:g}: max error in ulps\n")
+    for name in names:
+        fn = FUNCTIONS[name]
+        if fn.arity != 1:
+            continue
+        start = time.perf_counter()
+        worst, at, count = exhaustive_f32(fn, lo, hi)
+        flag = "" if worst <= fn.bound else "  EXCEEDS BOUND"
+        print(f"{name:<8} {worst:7.3f} (bound {fn.bound:g}) at {at!r}; {count} points, "
+              f"{time.perf_counter() - start:.0f} s{flag}", flush=True)
 
 
 if __name__ == "__main__":

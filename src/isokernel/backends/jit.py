@@ -65,7 +65,7 @@ class Jitted:
         if self.device is not None and strategy != "auto":
             choose(strategy, self.device)
         self.options = dict(options)
-        self.numerics = portable._check_mode(numerics) if numerics is not None else None
+        self.numerics = portable.check_mode(numerics) if numerics is not None else None
         self._default_numerics = portable.default_of(fun)
         self._sig = _signature(fun)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)

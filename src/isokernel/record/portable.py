@@ -33,7 +33,7 @@ _MODE: ContextVar[str | None] = ContextVar("isokernel_numerics", default=None)
 _ATTR = "__isokernel_numerics__"
 
 
-def _check_mode(mode: str) -> str:
+def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"numerics {mode!r} is not one of {MODES}: 'native' uses each "
                          f"platform's math library, 'portable' the shared decompositions")
@@ -66,7 +66,7 @@ class numerics:  # noqa: N801 - used like a function: ``with numerics("portable"
     """
 
     def __init__(self, mode: str):
-        self.mode = _check_mode(mode)
+        self.mode = check_mode(mode)
         self._tokens = []
 
     def __enter__(self):
@@ -543,7 +543,7 @@ def _cos_kernel(h, lo, k):
 
 
 def _trig(x):
-    """Reduced argument and both kernels: (quadrant 0-3, sin, cos)."""
+    """(constants, quadrant 0-3, sin kernel, cos kernel) of the reduced x."""
     k = _spec(x)
     xs = _sel(abs(x) < k.TRIG_MAX, x, 0.0)
     n, h, lo = _reduce_pio2(xs, k)
@@ -551,7 +551,7 @@ def _trig(x):
     return k, q, _sin_kernel(h, lo, k), _cos_kernel(h, lo, k)
 
 
-def _finite_only(x, r):
+def _in_trig_domain(x, r):
     """NaN outside |x| < TRIG_MAX: beyond it the reduction by π/2 is no
     longer exact, and an answer with no accuracy bound is not given."""
     return _sel(abs(x) < _spec(x).TRIG_MAX, r, np.nan)
@@ -562,7 +562,7 @@ def sin(x):
     s, c = sh + sl, ch + cl
     base = _sel((q == 1.0) | (q == 3.0), c, s)
     r = _sel(q >= 2.0, -base, base)
-    return _keep_zero(x, _finite_only(x, r))
+    return _keep_zero(x, _in_trig_domain(x, r))
 
 
 def cos(x):
@@ -570,7 +570,7 @@ def cos(x):
     s, c = sh + sl, ch + cl
     base = _sel((q == 1.0) | (q == 3.0), s, c)
     r = _sel((q == 1.0) | (q == 2.0), -base, base)
-    return _finite_only(x, r)
+    return _in_trig_domain(x, r)
 
 
 def _div_dd(nh, nl, dh, dl, k):
@@ -588,7 +588,7 @@ def tan(x):
     ch, cl = _fast_two_sum(ch, cl)
     odd = (q == 1.0) | (q == 3.0)
     r = _div_dd(_sel(odd, -ch, sh), _sel(odd, -cl, sl), _sel(odd, sh, ch), _sel(odd, sl, cl), k)
-    return _keep_zero(x, _finite_only(x, r))
+    return _keep_zero(x, _in_trig_domain(x, r))
 
 
 # ------------------------------------------------------ inverse trigonometric

@@ -204,9 +204,10 @@ def test_jvp_rule_records_and_is_linear_in_the_tangent():
     table = _table()
     attrs = table.attrs()
     x, layer, t = np.array([0.1, 0.6]), np.array([0.0, 1.0]), np.array([2.0, -3.0])
-    tangent = lookup_jvp(x, layer, t, np.zeros(2), out=None, **attrs)
+    tangent = lookup_jvp(t, x, layer, out=None, **attrs)
     assert np.array_equal(tangent, lookup_slope(x, layer, **attrs) * t)
-    graph = ik.trace(lambda x, t: lookup_jvp(x, layer, t, None, **attrs), x, t)
+    assert np.array_equal(lookup_jvp(2.0 * t, x, layer, **attrs), 2.0 * tangent)
+    graph = ik.trace(lambda x, t: lookup_jvp(t, x, layer, **attrs), x, t)
     lookups = [n for n in graph.nodes if n.op is Op.TABLE_LOOKUP]
     assert [n.attrs["name"] for n in lookups] == ["t'"]
     assert np.array_equal(ik.replay(graph, x, t)[0], tangent)

@@ -163,11 +163,13 @@ def lookup_slope(x, layer, *, name, values, x0, step, mode):
     return F.where(outside, 0.0, slope)
 
 
-def lookup_jvp(x, layer, tx, tlayer, *, out=None, **attrs):
-    """JVP rule of ``table_lookup``: tangent = slope(x) · tx. The layer is
-    an index (piecewise constant), so its tangent ``tlayer`` contributes
-    nothing; ``out`` (the primal result) is not needed."""
-    return F.multiply(lookup_slope(x, layer, **attrs), tx)
+def lookup_jvp(t, x, layer, *, out=None, **attrs):
+    """The JVP partial of ``table_lookup`` in its abscissa: slope(x) · t.
+    Shaped for a JVP table of one partial per operand, ``partial(t,
+    *operands, out=..., **attrs)``: the row is ``(lookup_jvp, None)``, the
+    layer (an index, piecewise constant) having no derivative. Linear in
+    ``t``, so reverse mode transposes it as a multiplication."""
+    return F.multiply(lookup_slope(x, layer, **attrs), t)
 
 
 # ------------------------------------------------------------ the inverse

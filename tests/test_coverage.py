@@ -51,3 +51,10 @@ def test_exemptions_are_real():
 
 def test_only_linear_ops_have_transpose_rules():
     assert set(TRANSPOSE) == set(TRANSPOSABLE)
+
+
+def test_numerical_contract_ops_are_in_the_tables():
+    """The ops portable numerics, tables and fused forms added."""
+    added = {Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP, Op.FUSED}
+    for name, (table, _) in TABLES.items():
+        assert added <= set(table), name

@@ -150,6 +150,9 @@ _NAMES = {
     Op.TRANSPOSE: "numpy.transpose", Op.SLICE: "numpy.ndarray.__getitem__",
     Op.PAD: "numpy.full+__setitem__", Op.REV: "numpy.flip", Op.CONCATENATE: "numpy.concatenate",
     Op.DOT_GENERAL: "numpy.matmul", Op.CAST: "numpy.ndarray.astype",
+    Op.LDEXP: "numpy.ldexp", Op.LOGB: "numpy.frexp (exponent - 1)",
+    Op.TABLE_LOOKUP: "isokernel table_lookup (clamp, floor, lerp)",
+    Op.FUSED: "isokernel fused form (its body, op by op)",
 }
 
 

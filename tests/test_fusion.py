@@ -58,9 +58,28 @@ def test_form_fires_and_is_bit_identical(form, dtype):
     ik.verify(body)
     want = ik.replay(graph, *args)[0]
     assert_contract("reference", _run(fused, args)[0], want)
-    for strategy in all_strategies():
+    for strategy in all_strategies():  # a refinement on each strategy: its own composition
         if strategy.unavailable_reason() is None:
-            assert_contract(strategy.name, _run(fused, args, strategy.name)[0], want)
+            composed = _run(graph, args, strategy.name)[0]
+            assert_contract(strategy.name, _run(fused, args, strategy.name)[0], composed)
+
+
+def test_jit_fuses_and_reports_where_and_how_each_strategy_ran_the_forms(strategy):
+    def model(x, y):
+        return inp.exp(-2.0 * x * y) + 1.0 / inp.sqrt(y)
+    args = _inputs(2, np.float64)
+    graph = ik.trace(model, *args)
+    with np.errstate(all="ignore"):
+        compiled = ik.jit(model, strategy=strategy.name).lower(*args).compile()
+        composed = _run(graph, args, strategy.name)[0]
+    assert sorted(f.form for f in fired(compiled.graph)) == ["rsqrt", "scaled_product_exp"]
+    lines = dict(compiled.report().extra)
+    assert "scaled_product_exp x1 (test_fusion.py:" in lines["fused"]
+    assert "rsqrt x1" in lines["fused"] and strategy.name in lines["fused"]
+    want = ik.replay(graph, *args)[0]
+    if strategy.name != "native":  # native numerics: libm's exp, ulp-bounded
+        assert_contract(strategy.name, compiled(*args), want)
+    assert compiled(*args).tobytes() == composed.tobytes()
 
 
 @pytest.mark.parametrize("form", sorted(MODELS))

@@ -255,7 +255,7 @@ class Compiled:
             static_liveness=getattr(self.executable, "static_liveness", None),
             measured_liveness=getattr(self.executable, "measured_liveness", None),
             extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics]),
-                   *fused_lines(self.graph),
+                   *fused_lines(self.graph, getattr(self.executable, "forms_run", None)),
                    *getattr(self.executable, "report_lines", lambda: [])(),
                    *report_lines(self)])
 

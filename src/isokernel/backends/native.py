@@ -21,6 +21,7 @@ import numpy as np
 from .. import codegen
 from ..ir import Op
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
+from ..transforms.fusion import unfuse
 from .capsules import Capsule, NumericalPolicy, register
 from .pixel import Region, partition
 from .planning import Plan
@@ -48,9 +49,11 @@ def _supports(node, modes) -> bool:
 
 class NativeExecutable(StagedExecutable):
     strategy = "native"
+    forms_run = ("native inlines each form's body into the generated C, where the whole "
+                 "row region is one fused loop")
 
     def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False):
-        super().__init__(plan, partition(plan.graph, accept=_supports))
+        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports))
         self.workers, self.workers_source = resolve_workers(workers)
         self.contract = bool(contract)
         self.compiler = codegen.current_compiler()

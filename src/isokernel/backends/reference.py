@@ -87,6 +87,7 @@ class ReferenceExecutable:
     """Runs a planned graph by the EVAL rules."""
 
     strategy = "reference"
+    forms_run = "reference runs each form as its body, op by op (the EVAL rule)"
 
     def __init__(self, plan: Plan):
         self.plan = plan

@@ -19,11 +19,19 @@ NumPy's semantics, restated:
   NumPy's cast loop gives on this CPU: INT_MIN on x86-64 ("integer
   indefinite"), saturation elsewhere (probed once at import);
 - integer ``power`` raises for negative exponents in NumPy, which C cannot
-  reproduce: it has no rule.
+  reproduce: it has no rule;
+- ``ldexp``, ``logb`` and ``copysign`` (the exact exponent and sign ops of
+  portable numerics) and the table look-up restate ``isokernel.ir.eval``:
+  ldexp is IEEE scaleB with the exponent truncated, clamped to ±4096 and a
+  NaN exponent giving NumPy's NaN; logb reads the exponent bits; the look-up
+  is the reference's clamp, floor and four-rounding lerp with its NaN rules
+  written out (C's fmin/fmax would drop a NaN). All are branch-free
+  (selects, integer and bit operations), so loops over them vectorize.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,6 +160,43 @@ def _cast(t: Ctx, x, *, dtype=None):
     return f"({CTYPE[dst]}){x}"
 
 
+def _exponent_op(name: str):
+    """ldexp and logb: prelude helpers (no libm call, so they vectorize)."""
+    def rule(t: Ctx, *xs):
+        if t.dtype not in dtypes.FLOATS:
+            return None
+        return f"isk_{name}_{SHORT[t.dtype]}({', '.join(xs)})"
+    return rule
+
+
+def table_name(attrs: dict, dtype: np.dtype) -> str:
+    """The C name of a table's data in ``dtype``: a digest of the values,
+    so two look-ups into one table share one array."""
+    digest = hashlib.sha1(attrs["values"].value.tobytes()).hexdigest()[:12]
+    return f"isk_tab_{digest}_{SHORT[dtype]}"
+
+
+def table_data(attrs: dict, dtype: np.dtype) -> str:
+    """The table's values, rounded to ``dtype`` as the reference rounds
+    them, as a static array of exact literals (layers one after another)."""
+    values = attrs["values"].value
+    items = [literal(v, dtype) for v in values.astype(dtype).ravel()]
+    rows = [", ".join(items[k:k + 6]) for k in range(0, len(items), 6)]
+    body = ",\n    ".join(rows)
+    return (f"/* table '{attrs['name']}': {values.shape[0]} layer(s) x {values.shape[1]} "
+            f"nodes */\nstatic const {CTYPE[dtype]} {table_name(attrs, dtype)}"
+            f"[{values.size}] = {{\n    {body}\n}};\n")
+
+
+def _table_lookup(t: Ctx, x, layer):
+    if t.dtype not in dtypes.FLOATS or t.attrs["mode"] != "exact":
+        return None
+    layers, nodes = t.attrs["values"].value.shape
+    return (f"isk_lookup_{SHORT[t.dtype]}({table_name(t.attrs, t.dtype)}, {layers}, {nodes}, "
+            f"{literal(t.attrs['x0'], t.dtype)}, {literal(t.attrs['step'], t.dtype)}, "
+            f"{x}, {layer})")
+
+
 MATH = {
     Op.SQRT: "sqrt", Op.CBRT: "cbrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1",
     Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SIN: "sin",
@@ -187,6 +232,10 @@ C_EXPR = {
     Op.AND: lambda t, x, y: f"(uint8_t)({x} && {y})",
     Op.OR: lambda t, x, y: f"(uint8_t)({x} || {y})",
     Op.SELECT: lambda t, c, x, y: f"({c} ? {x} : {y})",
+    Op.LDEXP: _exponent_op("ldexp"),
+    Op.LOGB: _exponent_op("logb"),
+    Op.COPYSIGN: _float_only("copysign"),
+    Op.TABLE_LOOKUP: _table_lookup,
     # reductions: the expression that combines two partial results
     Op.REDUCE_SUM: _wrap("+"),
     Op.REDUCE_PROD: _wrap("*"),
@@ -279,6 +328,90 @@ def _bits_helper(s: str, t: str, u: str) -> str:
             f"{{\n    union {{ {u} u; {t} f; }} v;\n    v.u = bits;\n    return v.f;\n}}\n")
 
 
+def _ldexp_helper(s: str, t: str, u: str, top: int, low: int, step: int, bits: int) -> str:
+    """numpy.ldexp with EVAL's exponent rules. musl's scalbn steps, as
+    selects: at most two scalings by 2^top (or 2^-step) bring n into the
+    normal range, and only the last product can round, so the result is the
+    one correctly rounded x·2^n (also in the subnormal range)."""
+    f = "f" if t == "float" else ""
+    return f"""\
+ISK_INLINE {t} isk_ldexp_{s}({t} x, {t} nf)
+{{  /* n = trunc(clamp(nf, -4096, 4096)); NaN n gives NumPy's NaN */
+    {t} c = nf > 4096.0{f} ? 4096.0{f} : (nf < -4096.0{f} ? -4096.0{f} : nf);
+    int32_t n = (int32_t)(c == c ? c : 0.0{f});
+    {t} y = x;
+    y = n > {top} ? y * 0x1p{top}{f} : y;
+    n = n > {top} ? n - {top} : n;
+    y = n > {top} ? y * 0x1p{top}{f} : y;
+    n = n > {top} ? n - {top} : n;
+    n = n > {top} ? {top} : n;
+    y = n < {low} ? y * 0x1p-{step}{f} : y;
+    n = n < {low} ? n + {step} : n;
+    y = n < {low} ? y * 0x1p-{step}{f} : y;
+    n = n < {low} ? n + {step} : n;
+    n = n < {low} ? {low} : n;
+    union {{ {u} u; {t} f; }} scale, nan;
+    scale.u = ({u})({top} + n) << {bits};
+    nan.u = {"0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"};
+    return nf != nf ? nan.f : y * scale.f;
+}}
+"""
+
+
+def _logb_helper(s: str, t: str, u: str, bits: int, bias: int, lift: int, magic: str) -> str:
+    """EVAL's logb: the unbiased exponent read from the bits (a subnormal is
+    first scaled by 2^lift, exactly), converted to a float exactly by the
+    2^mantissa-bits trick; -inf at ±0, +inf at ±inf, x itself at NaN."""
+    f = "f" if t == "float" else ""
+    inf = "0x7f800000u" if t == "float" else "0x7ff0000000000000ull"
+    return f"""\
+ISK_INLINE {t} isk_logb_{s}({t} x)
+{{
+    union {{ {u} u; {t} f; }} a, b, e, inf;
+    a.f = x;
+    a.u &= ~(({u})1 << {bits + (11 if t == "double" else 8)});
+    b.f = a.f * 0x1p{lift}{f};
+    e.u = ({u}){magic} | (a.u >> {bits});
+    {t} normal = (e.f - 0x1p{bits}{f}) - {bias}.0{f};
+    e.u = ({u}){magic} | (b.u >> {bits});
+    {t} tiny = (e.f - 0x1p{bits}{f}) - {bias + lift}.0{f};
+    inf.u = {inf};
+    {t} r = a.u < (({u})1 << {bits}) ? tiny : normal;
+    r = a.f == 0 ? -inf.f : r;
+    r = a.f == inf.f ? inf.f : r;
+    return x != x ? x : r;
+}}
+"""
+
+
+def _lookup_helper(s: str, t: str, u: str) -> str:
+    """EVAL's table_lookup, operation for operation."""
+    f = "f" if t == "float" else ""
+    nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
+    return f"""\
+ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {t} x0,
+                             {t} step, {t} x, {t} layer)
+{{  /* u = clamp((x - x0) / step, 0, n-1) as numpy.maximum/minimum (NaN stays) */
+    {t} u = (x - x0) / step;
+    u = (u > 0 || u != u) ? u : ({t})0;
+    {t} top = ({t})(nodes - 1);
+    u = (u < top || u != u) ? u : top;
+    {t} fl = floor{f}(u);
+    {t} i = (fl < ({t})(nodes - 2) || fl != fl) ? fl : ({t})(nodes - 2);
+    {t} w = u - i;
+    int bad = (u != u) | (layer != layer);
+    {t} l = trunc{f}(bad ? ({t})0 : layer);
+    l = l > 0 ? l : ({t})0;
+    l = l < ({t})(layers - 1) ? l : ({t})(layers - 1);
+    int32_t at = (int32_t)l * nodes + (bad ? 0 : (int32_t)i);
+    {t} r = (({t})1 - w) * table[at] + w * table[at + 1];
+    union {{ {u} u; {t} f; }} nan;
+    nan.u = {nan};
+    return bad ? nan.f : r;
+}}
+"""
+
+
 HELPERS = {
     "isk_bits_f32": _bits_helper("f32", "float", "uint32_t"),
     "isk_bits_f64": _bits_helper("f64", "double", "uint64_t"),
@@ -290,6 +423,13 @@ HELPERS = {
        for s in ("f32", "f64")
        for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
                                   ("i64", "int64_t", "INT64_MIN", "INT64_MAX", 64))},
+    "isk_ldexp_f32": _ldexp_helper("f32", "float", "uint32_t", 127, -126, 102, 23),
+    "isk_ldexp_f64": _ldexp_helper("f64", "double", "uint64_t", 1023, -1022, 969, 52),
+    "isk_logb_f32": _logb_helper("f32", "float", "uint32_t", 23, 127, 25, "0x4b000000u"),
+    "isk_logb_f64": _logb_helper("f64", "double", "uint64_t", 52, 1023, 54,
+                                 "0x4330000000000000ull"),
+    "isk_lookup_f32": _lookup_helper("f32", "float", "uint32_t"),
+    "isk_lookup_f64": _lookup_helper("f64", "double", "uint64_t"),
 }
 """Prelude functions by name; the floordiv entry also defines rem (and the
 shared divmod), so ``isk_rem_*`` maps to it in ``helper_for``."""

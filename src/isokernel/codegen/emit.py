@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import EVAL, Node, Op, dtypes
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
-from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
+from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal, table_data
 
 MAX_ROW_ELEMENTS = 64
 """Largest row (elements per pixel) of a node the emitter unrolls."""
@@ -54,12 +54,13 @@ class Body:
     whole_inputs: tuple[Node, ...]  # non-constant whole inputs, passed as pointers
     outputs: tuple[Node, ...]
     math: frozenset[str]  # libm functions called, e.g. {"exp", "sqrtf"}
+    data: tuple[str, ...] = ()  # static arrays it reads (the tables of look-ups)
 
     @property
     def text(self) -> str:
-        """Prelude and function: everything a wrapper needs besides
+        """Prelude, data and function: everything a wrapper needs besides
         ``ISK_INLINE``, <math.h> and <stdint.h>."""
-        return prelude(self.helpers) + self.function
+        return prelude(self.helpers) + "".join(self.data) + self.function
 
 
 def supports(node: Node, modes: tuple[str, ...]) -> bool:
@@ -78,7 +79,7 @@ def supports(node: Node, modes: tuple[str, ...]) -> bool:
         reduced = math.prod(x.shape[a] for a in node.attrs["axes"])
         fresh = x.op in ELEMENTWISE or x.op in REDUCE
         return fresh and 0 < reduced <= MAX_REDUCED
-    if node.op not in ELEMENTWISE:
+    if node.op not in ELEMENTWISE | TABLE:
         return False
     names = ["x"] * len(node.inputs)
     return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
@@ -103,6 +104,7 @@ class _Emitter:
         self.values: dict[Node, np.ndarray] = {}  # row names, shape (1, *row shape)
         self.whole: dict[Node, np.ndarray] = {}  # names of values read whole, their shape
         self.math: set[str] = set()
+        self.data: dict[str, None] = {}  # table definitions, in first-use order
 
     def emit(self) -> Body:
         params = self._inputs()
@@ -115,7 +117,7 @@ class _Emitter:
                          & set(HELPERS))
         whole = tuple(x for x in self.region.whole_inputs if x.op is not Op.CONST)
         return Body(self.name, text, tuple(helpers), tuple(self.region.row_inputs), whole,
-                    tuple(self.region.outputs), frozenset(self.math))
+                    tuple(self.region.outputs), frozenset(self.math), tuple(self.data))
 
     def _inputs(self) -> list[str]:
         params = []
@@ -172,6 +174,8 @@ class _Emitter:
         elif node.op in REDUCE:
             self.values[node] = self._reduce(node)
         else:
+            if node.op in TABLE:
+                self.data[table_data(dict(node.attrs), node.dtype)] = None
             operands = [x.ravel() for x in self._operands(node)]
             exprs = [self._expr(node, [o[j] for o in operands])
                      for j in range(math.prod(node.shape[1:]))]

@@ -342,12 +342,13 @@ def fired(graph: Graph) -> list[Fired]:
             if n.op is Op.FUSED]
 
 
-def report_lines(graph: Graph) -> list[tuple[str, str]]:
-    """``("fused", text)`` for a report: per form, how often and where."""
+def report_lines(graph: Graph, how: str | None = None) -> list[tuple[str, str]]:
+    """``("fused", text)`` for a report: per form, how often and where, then
+    how the strategy ran them (``how``), when any fired."""
     sites = defaultdict(list)
     for f in fired(graph):
         sites[f.form].append(f.where or f"%{f.index}")
     if not sites:
         return [("fused", "no fused form fired")]
     text = "; ".join(f"{form} x{len(w)} ({', '.join(w)})" for form, w in sites.items())
-    return [("fused", text)]
+    return [("fused", f"{text}. {how}" if how else text)]

@@ -234,7 +234,7 @@ class BlockRunner:
             graph = resize_rows(self.graph, self.rows, n)
             strategy = self.compiled.lowered.strategy
             accepted = plan(graph, strategy.profile)
-            self._executables[n] = strategy.build(accepted, self.compiled.lowered.jitted.options)
+            self._executables[n] = strategy.build(accepted, self.compiled.lowered.options)
         return self._executables[n]
 
     def __call__(self, *arrays):

@@ -15,16 +15,18 @@ import warnings
 
 import numpy as np
 
-from ..ir import dtypes
+from ..ir import BackendUnavailableError, dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
 from ..record.tables import refuse_hardware_modes
 from ..transforms import prepare_for_execution
 from ..transforms.fusion import fuse
 from ..transforms.fusion import report_lines as fused_lines
+from . import reductions
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
 from .hooks import check_block, choose_block, report_lines, run_probes
+from .pixel import pixel_count
 from .planning import plan
 from .report import Report
 from .strategies import STRATEGY_NAMES, choose, get_strategy
@@ -38,7 +40,8 @@ class RetraceWarning(UserWarning):
 
 
 def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
-        static_argnums=(), block=None, numerics: str | None = None, **options):
+        static_argnums=(), block=None, numerics: str | None = None,
+        deterministic_reductions: bool | None = None, **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
@@ -52,23 +55,30 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
     (every transcendental recorded as one shared decomposition into basic
     operations: the same bits on every strategy); by default the model's own
     ``@isokernel.numerics(...)`` default, else the enclosing ``with
-    isokernel.numerics(...)``, else ``native``. Other keyword options go to
-    the strategy (``workers=``, ``contract=``, ``reductions=`` ...).
+    isokernel.numerics(...)``, else ``native``. ``deterministic_reductions``:
+    reductions over the pixel axis combine partial results in a fixed tree
+    of fixed blocks (``backends.reductions``), the same bits for every worker
+    count and device; by default ``ISOKERNEL_DETERMINISTIC_REDUCTIONS``,
+    else off (the reference's NumPy order, run whole). Other keyword options
+    go to the strategy (``workers=``, ``contract=``, ``tile_rows=``).
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,
                                  static_argnames=static_argnames,
                                  static_argnums=static_argnums, block=block,
-                                 numerics=numerics, **options)
+                                 numerics=numerics,
+                                 deterministic_reductions=deterministic_reductions, **options)
     return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block,
-                  numerics)
+                  numerics, deterministic_reductions)
 
 
 class Jitted:
     def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
-                 block=None, numerics=None):
+                 block=None, numerics=None, deterministic_reductions=None):
         check_block(block)
         self.block = block
+        reductions.resolve(deterministic_reductions)  # checks the value now
+        self.deterministic_reductions = deterministic_reductions
         if strategy != "auto" and strategy not in STRATEGY_NAMES:
             get_strategy(strategy)  # raises naming the valid strategies
         self.fun = fun
@@ -115,8 +125,13 @@ class Jitted:
         ``native``."""
         return self.numerics or portable.explicit() or self._default_numerics or "native"
 
+    def reductions_mode(self) -> tuple[str, str]:
+        """(mode, source) of pixel-axis reductions for a call made now."""
+        return reductions.resolve(self.deterministic_reductions)
+
     def _key(self, names, treedef, leaves, statics):
-        return (names, treedef, tuple(map(_leaf_key, leaves)), statics, self.numerics_mode())
+        return (names, treedef, tuple(map(_leaf_key, leaves)), statics,
+                self.reductions_mode(), self.numerics_mode())
 
     def _lower(self, key, names, dynamic, statics) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
@@ -184,11 +199,13 @@ class Lowered:
         self.strategy = strategy
         self.device = device
         self.numerics = key[-1]
+        self.reductions, self.reductions_source = key[-2]
+        self.options = _strategy_options(strategy, jitted.options, self.reductions)
 
     def compile(self) -> Compiled:
         refuse_hardware_modes(self.graph, self.strategy.device)
         accepted = plan(self.graph, self.strategy.profile)
-        executable = self.strategy.build(accepted, self.jitted.options)
+        executable = self.strategy.build(accepted, self.options)
         return Compiled(self, accepted, executable, self.jitted.block)
 
     def as_text(self) -> str:
@@ -255,9 +272,16 @@ class Compiled:
             static_liveness=getattr(self.executable, "static_liveness", None),
             measured_liveness=getattr(self.executable, "measured_liveness", None),
             extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics]),
+                   self._reductions_line(),
                    *fused_lines(self.graph, getattr(self.executable, "forms_run", None)),
                    *getattr(self.executable, "report_lines", lambda: [])(),
                    *report_lines(self)])
+
+    def _reductions_line(self) -> tuple[str, str]:
+        pixels = pixel_count(self.graph)
+        count = sum(reductions.is_pixel_reduction(n, pixels) for n in self.graph.nodes)
+        return reductions.report_line(self.lowered.reductions, self.lowered.reductions_source,
+                                      count)
 
 
 NUMERICS_TEXT = {
@@ -331,11 +355,28 @@ def _check_hashable(fname: str, name: str, value) -> None:
                         ) from None
 
 
+def _strategy_options(strategy, options: dict, mode: str) -> dict:
+    """The options a strategy is built with: the user's, and the reduction
+    mode for strategies that implement it."""
+    if "reductions" in options:
+        raise TypeError("jit: choose the reduction order with deterministic_reductions=True "
+                        "(or ISOKERNEL_DETERMINISTIC_REDUCTIONS=1), not reductions=")
+    if "reductions" in strategy.options:
+        return {**options, "reductions": mode}
+    if mode == "tree":
+        raise BackendUnavailableError(f"strategy '{strategy.name}' does not implement "
+                                      f"deterministic reductions; pick a CPU strategy or "
+                                      f"turn them off")
+    return dict(options)
+
+
 def _what_changed(old_key, new_key, leaf_names) -> str:
-    old_names, old_tree, old_leaves, old_static, old_numerics = old_key
-    new_names, new_tree, new_leaves, new_static, new_numerics = new_key
+    old_names, old_tree, old_leaves, old_static, old_red, old_numerics = old_key
+    new_names, new_tree, new_leaves, new_static, new_red, new_numerics = new_key
     if old_numerics != new_numerics:
         return f"numerics changed from {old_numerics} to {new_numerics}"
+    if old_red[0] != new_red[0]:
+        return f"reductions changed from {old_red[0]} to {new_red[0]} ({new_red[1]})"
     if old_static != new_static:
         before, after = dict(old_static), dict(new_static)
         for name in after:

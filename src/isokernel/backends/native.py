@@ -52,9 +52,10 @@ class NativeExecutable(StagedExecutable):
     forms_run = ("native inlines each form's body into the generated C, where the whole "
                  "row region is one fused loop")
 
-    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False):
-        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports))
+    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False,
+                 reductions: str = "reference"):
         self.workers, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports), reductions)
         self.contract = bool(contract)
         self.compiler = codegen.current_compiler()
         self._kernels = self._compile()

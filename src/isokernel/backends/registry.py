@@ -32,11 +32,12 @@ _DEVICE = {"reference": "cpu", "threads": "cpu", "native": "cpu", "cuda-eager": 
 
 def _register() -> None:
     register_strategy(Strategy("reference", "cpu", CONTRACTS["reference"], REFERENCE_PROFILE,
-                               ReferenceExecutable))
+                               ReferenceExecutable, frozenset({"reductions"})))
     register_strategy(Strategy("threads", "cpu", CONTRACTS["threads"], THREADS_PROFILE,
-                               ThreadsExecutable, frozenset({"workers", "tile_rows"})))
+                               ThreadsExecutable,
+                               frozenset({"workers", "tile_rows", "reductions"})))
     register_strategy(Strategy("native", "cpu", CONTRACTS["native"], NATIVE_PROFILE,
-                               NativeExecutable, frozenset({"workers", "contract"})))
+                               NativeExecutable, frozenset({"workers", "contract", "reductions"})))
     for name in ("cuda-eager", "cuda-fused", "cuda-megakernel"):
         register_strategy(Strategy(name, _DEVICE[name], CONTRACTS[name], None, None))
 

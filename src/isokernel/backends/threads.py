@@ -33,6 +33,8 @@ from .liveness import VIEW_OPS
 from .pixel import ROWS, WHOLE, Outside, Partition, Region, partition
 from .planning import Plan
 from .platform import cpu_budget
+from .reductions import check_mode
+from .reductions import kernel as reduction_kernel
 from .reference import PROVIDER as NUMPY_PROVIDER
 from .reference import _kernel
 
@@ -396,10 +398,15 @@ class StagedExecutable:
     CPU strategies run a form's composition: ``threads`` has no kernels for
     the forms and ``native`` fuses the whole region anyway)."""
 
-    def __init__(self, plan: Plan, part: Partition):
+    def __init__(self, plan: Plan, part: Partition, reductions: str = "reference"):
         self.plan = plan
         self.graph: Graph = part.graph
         self.partition = part
+        self.reductions = check_mode(reductions)
+        self._whole = {node: reduction_kernel(node, _kernel(node), part.pixels, reductions,
+                                              self._run_blocks, tasks=2 * self.workers)
+                       for stage in part.stages if isinstance(stage, Outside)
+                       for node in stage.nodes}
         self._release = _release_after(part)
         self.static_liveness = None
         self.measured_liveness = None
@@ -409,7 +416,7 @@ class StagedExecutable:
         for k, stage in enumerate(self.partition.stages):
             if isinstance(stage, Outside):
                 for node in stage.nodes:
-                    env[node] = _kernel(node)(*(_value(env, x) for x in node.inputs))
+                    env[node] = self._whole[node](*(_value(env, x) for x in node.inputs))
             else:
                 self.run_region(k, stage, env)
             for dead in self._release[k]:
@@ -418,6 +425,10 @@ class StagedExecutable:
 
     def run_region(self, k: int, region: Region, env: dict) -> None:
         raise NotImplementedError
+
+    def _run_blocks(self, work, count: int) -> None:
+        """The work units of a deterministic reduction, on the pool."""
+        run_tasks(work, count, self.workers)
 
     def measure(self, *arrays):
         """Runs once; live-buffer tracking is the reference strategy's."""
@@ -454,9 +465,10 @@ class ThreadsExecutable(StagedExecutable):
     forms_run = ("threads has no kernels for the forms: it unfuses them and runs the "
                  "composition in its tiles")
 
-    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None):
-        super().__init__(plan, partition(unfuse(plan.graph)))
+    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None,
+                 reductions: str = "reference"):
         self.workers, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph)), reductions)
         if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
             raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
                              f"tile_rows=4096, or leave it to the L2 cache size")

@@ -328,32 +328,47 @@ def _bits_helper(s: str, t: str, u: str) -> str:
             f"{{\n    union {{ {u} u; {t} f; }} v;\n    v.u = bits;\n    return v.f;\n}}\n")
 
 
-def _ldexp_helper(s: str, t: str, u: str, top: int, low: int, step: int, bits: int) -> str:
-    """numpy.ldexp with EVAL's exponent rules. musl's scalbn steps, as
-    selects: at most two scalings by 2^top (or 2^-step) bring n into the
-    normal range, and only the last product can round, so the result is the
-    one correctly rounded x·2^n (also in the subnormal range)."""
+def _ldexp_helper(s: str, t: str, u: str, top: int, low: int, step: int, bits: int,
+                  magic: str) -> str:
+    """numpy.ldexp with EVAL's exponent rules, by musl's scalbn steps: up to
+    two scalings by 2^top (or by 2^-step) bring n into the normal range
+    and only the last product can round, so the result is the one correctly
+    rounded x·2^n (also in the subnormal range).
+
+    Written so that loops over it vectorize: no control flow and no
+    float-to-integer conversion (GCC turns a conversion of a clamped value
+    into branches, and will not vectorize truncf under -ftrapping-math).
+    The exponent stays an exact small integer in floating point: trunc is
+    rint corrected towards zero, each step multiplies by a constant
+    selected on n (2^top or 1), and 2^m is built by adding m to a magic
+    constant whose low bits then hold m + bias."""
     f = "f" if t == "float" else ""
+    nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
+    one, zero = f"1.0{f}", f"0.0{f}"
     return f"""\
 ISK_INLINE {t} isk_ldexp_{s}({t} x, {t} nf)
 {{  /* n = trunc(clamp(nf, -4096, 4096)); NaN n gives NumPy's NaN */
-    {t} c = nf > 4096.0{f} ? 4096.0{f} : (nf < -4096.0{f} ? -4096.0{f} : nf);
-    int32_t n = (int32_t)(c == c ? c : 0.0{f});
-    {t} y = x;
-    y = n > {top} ? y * 0x1p{top}{f} : y;
-    n = n > {top} ? n - {top} : n;
-    y = n > {top} ? y * 0x1p{top}{f} : y;
-    n = n > {top} ? n - {top} : n;
-    n = n > {top} ? {top} : n;
-    y = n < {low} ? y * 0x1p-{step}{f} : y;
-    n = n < {low} ? n + {step} : n;
-    y = n < {low} ? y * 0x1p-{step}{f} : y;
-    n = n < {low} ? n + {step} : n;
-    n = n < {low} ? {low} : n;
+    const {t} z = nf == nf ? nf : {zero};
+    const {t} lo = z < -4096.0{f} ? -4096.0{f} : z;
+    const {t} c = z > 4096.0{f} ? 4096.0{f} : lo;
+    const {t} near = rint{f}(c);
+    const {t} n = fabs{f}(near) > fabs{f}(c) ? near - copysign{f}({one}, c) : near;
+    const {t} y = x * (n > {top}.0{f} ? 0x1p{top}{f} : {one})
+                  * (n > {2 * top}.0{f} ? 0x1p{top}{f} : {one})
+                  * (n < {low}.0{f} ? 0x1p-{step}{f} : {one})
+                  * (n < {low - step}.0{f} ? 0x1p-{step}{f} : {one});
+    const {t} m0 = n - (n > {top}.0{f} ? {top}.0{f} : {zero})
+                   - (n > {2 * top}.0{f} ? {top}.0{f} : {zero})
+                   + (n < {low}.0{f} ? {step}.0{f} : {zero})
+                   + (n < {low - step}.0{f} ? {step}.0{f} : {zero});
+    const {t} m1 = m0 > {top}.0{f} ? {top}.0{f} : m0;
+    const {t} m = m1 < {low}.0{f} ? {low}.0{f} : m1;
     union {{ {u} u; {t} f; }} scale, nan;
-    scale.u = ({u})({top} + n) << {bits};
-    nan.u = {"0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"};
-    return nf != nf ? nan.f : y * scale.f;
+    scale.f = m + ({top}.0{f} + 0x1p{bits}{f});
+    scale.u = (scale.u - {magic}) << {bits};
+    nan.u = {nan};
+    const {t} r = y * scale.f;
+    return nf != nf ? nan.f : r;
 }}
 """
 
@@ -384,28 +399,39 @@ ISK_INLINE {t} isk_logb_{s}({t} x)
 """
 
 
-def _lookup_helper(s: str, t: str, u: str) -> str:
-    """EVAL's table_lookup, operation for operation."""
+def _lookup_helper(s: str, t: str, u: str, bits: int, magic: str) -> str:
+    """EVAL's table_lookup, operation for operation, with the same care for
+    vectorization as ldexp: floor is rint corrected downwards, the indices
+    come out of the bits of a magic sum, not from a conversion. The layer
+    index floor(clamp(layer, 0, L-1)) equals clip(trunc(layer), 0, L-1)."""
     f = "f" if t == "float" else ""
     nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
+    index = "int32_t" if t == "float" else "int64_t"  # one vector width with the floats
     return f"""\
 ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {t} x0,
                              {t} step, {t} x, {t} layer)
 {{  /* u = clamp((x - x0) / step, 0, n-1) as numpy.maximum/minimum (NaN stays) */
-    {t} u = (x - x0) / step;
-    u = (u > 0 || u != u) ? u : ({t})0;
-    {t} top = ({t})(nodes - 1);
-    u = (u < top || u != u) ? u : top;
-    {t} fl = floor{f}(u);
-    {t} i = (fl < ({t})(nodes - 2) || fl != fl) ? fl : ({t})(nodes - 2);
-    {t} w = u - i;
-    int bad = (u != u) | (layer != layer);
-    {t} l = trunc{f}(bad ? ({t})0 : layer);
-    l = l > 0 ? l : ({t})0;
-    l = l < ({t})(layers - 1) ? l : ({t})(layers - 1);
-    int32_t at = (int32_t)l * nodes + (bad ? 0 : (int32_t)i);
-    {t} r = (({t})1 - w) * table[at] + w * table[at + 1];
-    union {{ {u} u; {t} f; }} nan;
+    const {t} top = ({t})(nodes - 1), last = ({t})(nodes - 2), deepest = ({t})(layers - 1);
+    const {t} q = (x - x0) / step;
+    const {t} low = (q > 0 || q != q) ? q : ({t})0;
+    const {t} u = (low < top || low != low) ? low : top;
+    const {t} probe = u + layer;  /* NaN iff either is: u is finite or NaN here */
+    const {index} bad = probe != probe;
+    const {t} us = bad ? ({t})0 : u;
+    const {t} near = rint{f}(us);
+    const {t} fl = near > us ? near - ({t})1 : near;
+    const {t} i = fl < last ? fl : last;
+    const {t} w = u - i;
+    const {t} l0 = bad ? ({t})0 : layer;
+    const {t} l1 = l0 > 0 ? l0 : ({t})0;
+    const {t} l2 = l1 < deepest ? l1 : deepest;
+    const {t} lnear = rint{f}(l2);
+    const {t} l = lnear > l2 ? lnear - ({t})1 : lnear;
+    union {{ {u} u; {t} f; }} at_i, at_l, nan;
+    at_i.f = i + 0x1p{bits}{f};
+    at_l.f = l + 0x1p{bits}{f};
+    const {index} at = ({index})(at_l.u - {magic}) * nodes + ({index})(at_i.u - {magic});
+    const {t} r = (({t})1 - w) * table[at] + w * table[at + 1];
     nan.u = {nan};
     return bad ? nan.f : r;
 }}
@@ -423,13 +449,16 @@ HELPERS = {
        for s in ("f32", "f64")
        for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
                                   ("i64", "int64_t", "INT64_MIN", "INT64_MAX", 64))},
-    "isk_ldexp_f32": _ldexp_helper("f32", "float", "uint32_t", 127, -126, 102, 23),
-    "isk_ldexp_f64": _ldexp_helper("f64", "double", "uint64_t", 1023, -1022, 969, 52),
+    "isk_ldexp_f32": _ldexp_helper("f32", "float", "uint32_t", 127, -126, 102, 23,
+                                   "0x4b000000u"),
+    "isk_ldexp_f64": _ldexp_helper("f64", "double", "uint64_t", 1023, -1022, 969, 52,
+                                   "0x4330000000000000ull"),
     "isk_logb_f32": _logb_helper("f32", "float", "uint32_t", 23, 127, 25, "0x4b000000u"),
     "isk_logb_f64": _logb_helper("f64", "double", "uint64_t", 52, 1023, 54,
                                  "0x4330000000000000ull"),
-    "isk_lookup_f32": _lookup_helper("f32", "float", "uint32_t"),
-    "isk_lookup_f64": _lookup_helper("f64", "double", "uint64_t"),
+    "isk_lookup_f32": _lookup_helper("f32", "float", "uint32_t", 23, "0x4b000000u"),
+    "isk_lookup_f64": _lookup_helper("f64", "double", "uint64_t", 52,
+                                     "0x4330000000000000ull"),
 }
 """Prelude functions by name; the floordiv entry also defines rem (and the
 shared divmod), so ``isk_rem_*`` maps to it in ``helper_for``."""

@@ -92,16 +92,20 @@ class Table:
     @classmethod
     def inverse(cls, x, y, n: int, kinks=(), name: str | None = None) -> InverseTable:
         """The inverse x(y) of the monotone table y(x) given at the
-        (non-uniform) abscissas ``x``, resampled onto a uniform grid of about
-        ``n`` nodes spanning y's range, with a node on every value in
-        ``kinks`` (the grid is shifted, and refined if needed, to place
-        them). Returns the table and the largest difference between its
-        interpolant and the exact piecewise-linear inverse."""
+        (non-uniform) abscissas ``x``, resampled onto a uniform grid of at
+        most ``n`` nodes spanning y's range (with several kinks, of about
+        ``n``), with a node on every value in ``kinks`` (the grid is shifted,
+        and its spacing adjusted, to place them). A layer whose samples span
+        less than the grid continues its end segments linearly to the grid's
+        end nodes, so the interpolant is also right between a layer's last
+        sample and the next node. Returns
+        the table and the largest difference between its interpolant and the
+        exact piecewise-linear inverse, over each layer's own range."""
         xs, ys = _monotone_pairs(x, y)
         lo, hi = float(min(r.min() for r in ys)), float(max(r.max() for r in ys))
         y0, dy, count = _grid(lo, hi, n, sorted(set(float(k) for k in kinks)))
         grid = y0 + dy * np.arange(count)
-        values = np.stack([np.interp(grid, yr, xr) for xr, yr in zip(xs, ys)])
+        values = np.stack([_continued(grid, yr, xr) for xr, yr in zip(xs, ys)])
         table = cls(values, y0, dy, name=name)
         return InverseTable(table, _max_inverse_error(table, xs, ys, grid))
 
@@ -193,8 +197,19 @@ def _monotone_pairs(x, y):
     return xs, ys
 
 
+def _continued(at: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """x(at) by linear interpolation in (y, x), continued linearly beyond
+    both ends (np.interp would hold the end values, bending the first and
+    last grid segments that straddle an end)."""
+    out = np.interp(at, y, x)
+    below, above = at < y[0], at > y[-1]
+    out[below] = x[0] + (at[below] - y[0]) * ((x[1] - x[0]) / (y[1] - y[0]))
+    out[above] = x[-1] + (at[above] - y[-1]) * ((x[-1] - x[-2]) / (y[-1] - y[-2]))
+    return out
+
+
 def _grid(lo: float, hi: float, n: int, kinks: list[float]) -> tuple[float, float, int]:
-    """(y0, dy, count) of a uniform grid covering [lo, hi] with about ``n``
+    """(y0, dy, count) of a uniform grid covering [lo, hi] with at most ``n``
     nodes and a node on every kink."""
     if n < 2:
         raise ValueError(f"Table.inverse: n must be at least 2, got {n}")
@@ -203,10 +218,18 @@ def _grid(lo: float, hi: float, n: int, kinks: list[float]) -> tuple[float, floa
     dy = (hi - lo) / (n - 1)
     if len(kinks) > 1:
         dy = _common_spacing(kinks, dy)
+    y0, count = _placed(lo, hi, dy, kinks)
+    if count > n and len(kinks) == 1 and n > 2:  # the shift onto the kink cost a node
+        y0, count = _placed(lo, hi, (hi - lo) / (n - 2), kinks)
+        dy = (hi - lo) / (n - 2)
+    return y0, dy, max(count, 2)
+
+
+def _placed(lo: float, hi: float, dy: float, kinks: list[float]) -> tuple[float, int]:
+    """(y0, count) of the grid of spacing ``dy`` through the first kink."""
     anchor = kinks[0] if kinks else lo
     y0 = anchor - math.ceil((anchor - lo) / dy - 1e-9) * dy
-    count = math.ceil((hi - y0) / dy - 1e-9) + 1
-    return y0, dy, max(count, 2)
+    return y0, math.ceil((hi - y0) / dy - 1e-9) + 1
 
 
 def _common_spacing(kinks: list[float], target: float) -> float:

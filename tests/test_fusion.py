@@ -156,3 +156,16 @@ def test_forms_match_the_tau_omega_attenuation_shape():
     b, ndvi = _inputs(2, np.float32)
     fused = fuse(ik.trace(lambda b, ndvi: inp.exp(-2 * b * ndvi), b, ndvi))
     assert [f.form for f in fired(fused)] == ["scaled_product_exp"]
+
+
+def test_fused_graphs_run_block_by_block_with_the_same_bits(strategy):
+    """jit(block=...) resizes a fused node's body with the graph."""
+    def model(x, y):
+        return inp.exp(-2.0 * x * y) + 1.0 / inp.sqrt(y) + inp.exp(-1.5 * x ** 2)
+    x = np.random.default_rng(0).uniform(0.1, 2.0, 1000)
+    y = x[::-1].copy()
+    blocked = ik.jit(model, strategy=strategy.name, block=300)
+    assert len(fired(blocked.lower(x, y).graph)) == 3
+    whole = ik.jit(model, strategy=strategy.name)(x, y)
+    assert blocked(x, y).tobytes() == whole.tobytes()
+    assert blocked.lower(x, y).compile().blocks is not None

@@ -208,3 +208,19 @@ def test_portable_benchmark_runs_and_native_portable_is_the_reference(capsys, mo
     assert speed["isokernel native, portable"] > 0
     line = next(x for x in out.splitlines() if "isokernel native, portable" in x)
     assert line.endswith("bit-identical")
+
+
+def test_every_new_op_runs_under_a_capsule_on_every_strategy(strategy):
+    """The plan that ran binds a capsule to every node (none missing), and
+    the report names them."""
+    x = np.linspace(-3.0, 12.0, 2000)
+
+    def model(x):
+        return (bind(Op.LDEXP, x, inp.floor(x)) + bind(Op.LOGB, x + 20.0)
+                + bind(Op.COPYSIGN, x, -x) + _TABLE.lookup(x, 1.0))
+    compiled = ik.jit(model, strategy=strategy.name).lower(x).compile()
+    capsules = compiled.plan.capsule_counts()
+    assert all(c is not None for c, _ in capsules)
+    ran = {c.op for c, _ in capsules}
+    assert {Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP} <= ran
+    assert "table_lookup:" in str(compiled.report())

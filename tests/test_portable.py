@@ -287,7 +287,7 @@ def test_unknown_numerics_are_refused_with_the_choices():
 
 def test_retrace_message_names_a_numerics_change():
     from isokernel.backends.jit import _what_changed
-    key = ((), None, (), (), ("reference", "default"), "native")
+    key = ((), None, (), (), "reference", "native")
     assert "numerics changed from native to portable" in _what_changed(
         key, key[:-1] + ("portable",), [])
 

@@ -142,3 +142,19 @@ def test_bad_option_values_are_refused():
         ik.jit(_model, deterministic_reductions="tree")
     with pytest.raises(TypeError, match="deterministic_reductions=True"):
         ik.jit(_model, strategy="threads", reductions="tree")(*_inputs())
+
+
+def test_the_mode_is_part_of_the_cache_key(monkeypatch):
+    from isokernel.backends.jit import _what_changed
+    monkeypatch.delenv(reductions.ENV, raising=False)
+    f = ik.jit(_model, strategy="reference")
+    args = _inputs()
+    f(*args)
+    monkeypatch.setenv(reductions.ENV, "1")
+    f(*args)
+    monkeypatch.setenv(reductions.ENV, "on")  # the same mode: no new recording
+    f(*args)
+    assert len(f._cache) == 2
+    key = ((), None, (), (), "reference", "native")
+    assert "reductions changed from reference to tree" in _what_changed(
+        key, key[:4] + ("tree", "native"), [])

@@ -131,7 +131,7 @@ class Jitted:
 
     def _key(self, names, treedef, leaves, statics):
         return (names, treedef, tuple(map(_leaf_key, leaves)), statics,
-                self.reductions_mode(), self.numerics_mode())
+                self.reductions_mode()[0], self.numerics_mode())
 
     def _lower(self, key, names, dynamic, statics) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
@@ -199,7 +199,9 @@ class Lowered:
         self.strategy = strategy
         self.device = device
         self.numerics = key[-1]
-        self.reductions, self.reductions_source = key[-2]
+        self.reductions = key[-2]
+        mode, source = jitted.reductions_mode()
+        self.reductions_source = source if mode == self.reductions else "default"
         self.options = _strategy_options(strategy, jitted.options, self.reductions)
 
     def compile(self) -> Compiled:
@@ -375,8 +377,9 @@ def _what_changed(old_key, new_key, leaf_names) -> str:
     new_names, new_tree, new_leaves, new_static, new_red, new_numerics = new_key
     if old_numerics != new_numerics:
         return f"numerics changed from {old_numerics} to {new_numerics}"
-    if old_red[0] != new_red[0]:
-        return f"reductions changed from {old_red[0]} to {new_red[0]} ({new_red[1]})"
+    if old_red != new_red:
+        return f"reductions changed from {old_red} to {new_red} ({reductions.ENV} or the " \
+               f"deterministic_reductions option)"
     if old_static != new_static:
         before, after = dict(old_static), dict(new_static)
         for name in after:

@@ -9,6 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import isokernel as ik
 import isokernel.numpy as inp
@@ -158,3 +160,46 @@ def test_the_mode_is_part_of_the_cache_key(monkeypatch):
     key = ((), None, (), (), "reference", "native")
     assert "reductions changed from reference to tree" in _what_changed(
         key, key[:4] + ("tree", "native"), [])
+
+
+_REDUCERS = {"sum": inp.sum, "max": inp.max, "min": inp.min, "mean": inp.mean,
+             "prod": lambda v, axis=None: inp.prod(1.0 + 1e-3 * v, axis=axis)}
+
+
+@st.composite
+def reduction_programs(draw):
+    """A pointwise expression of two pixel arrays, reduced over the pixel
+    axis by one or two reducers (with or without the row axis)."""
+    pixels = draw(st.sampled_from([2, 3, 17, 4096, 4097, 9000, 3 * 4096 + 5]))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    names = draw(st.lists(st.sampled_from(sorted(_REDUCERS)), min_size=1, max_size=2))
+    whole = draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
+    seed = draw(st.integers(0, 2**16))
+    return pixels, dtype, list(zip(names, whole)), seed
+
+
+def _program(steps):
+    def model(x, y):
+        v = x * y - 0.5 * x
+        return tuple(_REDUCERS[name](v, axis=None if whole else 0) for name, whole in steps)
+    return model
+
+
+@settings(max_examples=12)
+@given(reduction_programs())
+def _worker_count_invariance(strategy, program):
+    pixels, dtype, steps, seed = program
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((pixels, 3)) * 10.0 ** rng.integers(-2, 3, (pixels, 3)))
+    args = (x.astype(dtype), rng.uniform(-1, 1, (pixels, 3)).astype(dtype))
+    model = _program(steps)
+    want = ik.jit(model, strategy="reference", deterministic_reductions=True)(*args)
+    for workers in (1, 2, 3, 8):
+        options = {} if strategy.name == "reference" else {"workers": workers}
+        got = ik.jit(model, strategy=strategy.name, deterministic_reductions=True,
+                     **options)(*args)
+        assert_contract(strategy.name, got, want)
+
+
+def test_generated_reductions_give_the_same_bits_for_any_worker_count(strategy):
+    _worker_count_invariance(strategy)

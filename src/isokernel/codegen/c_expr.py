@@ -115,11 +115,20 @@ def _abs(t: Ctx, x):
     return f"{math_name(t.dtype, 'fabs')}({x})"
 
 
+def _pick(dtype, cond: str, x: str, y: str) -> str:
+    """``cond ? x : y`` for a float dtype, as the bit-mask select helper:
+    GCC threads chains of ``?:`` on related conditions (a class index
+    compared with 0, 1, 2 ...; a value's sign) into branches, and a loop
+    with branches does not vectorize."""
+    return f"isk_select_{SHORT[dtype]}((uint8_t)({cond}), {x}, {y})"
+
+
 def _sign(t: Ctx, x):
     if t.dtype in dtypes.INTS:
         return f"({t.ctype})(({x} > 0) - ({x} < 0))"
     one, zero = literal(1, t.dtype), literal(0, t.dtype)
-    return f"({x} > 0 ? {one} : ({x} < 0 ? -{one} : ({x} == 0 ? {zero} : {x})))"
+    inner = _pick(t.dtype, f"{x} == 0", zero, x)
+    return _pick(t.dtype, f"{x} > 0", one, _pick(t.dtype, f"{x} < 0", f"-{one}", inner))
 
 
 def _float_only(name: str):
@@ -133,7 +142,7 @@ def _float_only(name: str):
 def _extreme(cmp: str):
     def rule(t: Ctx, x, y):
         if t.dtype in dtypes.FLOATS:
-            return f"(({x} {cmp} {y} || {x} != {x}) ? {x} : {y})"
+            return _pick(t.dtype, f"({x} {cmp} {y}) | ({x} != {x})", x, y)
         return f"({x} {cmp} {y} ? {x} : {y})"
     return rule
 
@@ -197,6 +206,12 @@ def _table_lookup(t: Ctx, x, layer):
             f"{x}, {layer})")
 
 
+def _select(t: Ctx, c, x, y):
+    if t.out in dtypes.FLOATS:
+        return f"isk_select_{SHORT[t.out]}({c}, {x}, {y})"
+    return f"({c} ? {x} : {y})"
+
+
 MATH = {
     Op.SQRT: "sqrt", Op.CBRT: "cbrt", Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1",
     Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SIN: "sin",
@@ -229,9 +244,10 @@ C_EXPR = {
     Op.LE: _compare("<="),
     Op.GT: _compare(">"),
     Op.GE: _compare(">="),
-    Op.AND: lambda t, x, y: f"(uint8_t)({x} && {y})",
-    Op.OR: lambda t, x, y: f"(uint8_t)({x} || {y})",
-    Op.SELECT: lambda t, c, x, y: f"({c} ? {x} : {y})",
+    # bools are 0/1 bytes: bitwise, so no short-circuit branch stops vectorization
+    Op.AND: lambda t, x, y: f"(uint8_t)({x} & {y})",
+    Op.OR: lambda t, x, y: f"(uint8_t)({x} | {y})",
+    Op.SELECT: _select,
     Op.LDEXP: _exponent_op("ldexp"),
     Op.LOGB: _exponent_op("logb"),
     Op.COPYSIGN: _float_only("copysign"),
@@ -321,6 +337,16 @@ def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int) -> str
                 f"((double)x >= {limit} ? {hi} : ({t})x));  /* saturating */")
     ctype = "float" if src == "f32" else "double"
     return f"ISK_INLINE {t} isk_{src}_to_{dst}({ctype} x)\n{{\n    {body}\n}}\n"
+
+
+def _select_helper(s: str, t: str, u: str) -> str:
+    """``c ? a : b`` as bit masks (exact: the chosen operand's bits, NaN
+    payloads and signed zeros included); GCC emits a blend."""
+    return (f"ISK_INLINE {t} isk_select_{s}(uint8_t c, {t} a, {t} b)\n"
+            f"{{\n    union {{ {u} u; {t} f; }} x, y;\n"
+            f"    const {u} m = ({u})0 - ({u})c;\n"
+            f"    x.f = a;\n    y.f = b;\n    x.u = (x.u & m) | (y.u & ~m);\n"
+            f"    return x.f;\n}}\n")
 
 
 def _bits_helper(s: str, t: str, u: str) -> str:
@@ -441,6 +467,8 @@ ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {
 HELPERS = {
     "isk_bits_f32": _bits_helper("f32", "float", "uint32_t"),
     "isk_bits_f64": _bits_helper("f64", "double", "uint64_t"),
+    "isk_select_f32": _select_helper("f32", "float", "uint32_t"),
+    "isk_select_f64": _select_helper("f64", "double", "uint64_t"),
     "isk_floordiv_f32": _divmod_helpers("f32", "float"),
     "isk_floordiv_f64": _divmod_helpers("f64", "double"),
     "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t"),

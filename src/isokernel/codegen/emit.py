@@ -31,7 +31,17 @@ import numpy as np
 
 from ..ir import EVAL, Node, Op, dtypes
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
-from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal, table_data
+from .c_expr import (
+    C_EXPR,
+    CTYPE,
+    HELPERS,
+    REDUCE_IDENTITY,
+    SHORT,
+    Ctx,
+    helper_for,
+    literal,
+    table_data,
+)
 
 MAX_ROW_ELEMENTS = 64
 """Largest row (elements per pixel) of a node the emitter unrolls."""
@@ -218,15 +228,24 @@ class _Emitter:
         return self._define(node, exprs)
 
     def _fold(self, node: Node, names: list[str]) -> str:
-        """NumPy's left fold, from the identity for sum and product."""
+        """NumPy's left fold, from the identity for sum and product. For a
+        float max/min along the contiguous last axis NumPy's loop returns its
+        own NaN (not the element's payload) when the first element is NaN;
+        along other axes the first NaN met wins, as the fold does."""
         combine = C_EXPR[node.op]
         ctx = _ctx(node)
         if node.op in REDUCE_IDENTITY:
             acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
         else:
             acc, names = names[0], names[1:]
+        first = acc
         for name in names:
             acc = combine(ctx, acc, name)
+        x = node.inputs[0]
+        if node.op not in REDUCE_IDENTITY and node.dtype in dtypes.FLOATS and \
+                x.aval.ndim - 1 in node.attrs["axes"]:
+            nan = literal(np.nan, node.dtype)
+            acc = f"isk_select_{SHORT[node.dtype]}((uint8_t)({first} != {first}), {nan}, {acc})"
         return acc
 
 

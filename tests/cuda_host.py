@@ -126,6 +126,15 @@ class HostRuntime:
             spec.sequential: functools.partial(_sequential, op)}
         return {name: self._kernel(name, fn) for name, fn in parts.items()}
 
+    def halving_kernel(self, spec):
+        return self._kernel(spec.level, functools.partial(_halving, spec.op))
+
+    def texture(self, values):
+        return np.ascontiguousarray(values, dtype=np.float32)
+
+    def texture_kernel(self, spec):
+        return self._kernel(spec.name, _texture)
+
     def memory_stats(self):
         return self.memory.stats(device_name="host emulation")
 
@@ -190,6 +199,38 @@ def _fold(op, part, out, outputs, chunks, stride):
         out.reshape(-1)[:] = R._fold(op, p.reshape(outputs, chunks))
 
 
-def _sequential(op, x, out, outputs, length):
+def _sequential(op, x, out, outputs, length, nan_first):
+    y = x.reshape(outputs, length)
     with np.errstate(all="ignore"):
-        out.reshape(-1)[:] = R._fold(op, x.reshape(outputs, length))
+        found = R._fold(op, y)
+        if nan_first:  # NumPy's own NaN when the first element is NaN
+            found = np.where(np.isnan(y[:, 0]), np.array(np.nan, y.dtype), found)
+        out.reshape(-1)[:] = found
+
+
+def _halving(op, r, blocks, block, n_full, n_last, cols):
+    """One level of the halving tree in every block, as the kernel does it."""
+    v = r.reshape(-1, cols)
+    with np.errstate(all="ignore"):
+        for k in range(blocks):
+            n = n_last if k == blocks - 1 else n_full
+            h = (n + 1) // 2
+            low = v[k * block: k * block + n - h]
+            low[...] = R._combine(op)(low, v[k * block + h: k * block + n])
+
+
+def _texture(x, layer, out, table, x0, spacing, last_node, last_layer, rows):
+    """Texture filtering as the hardware does it: the fraction rounded to
+    8 bits, float32 texels, clamped addressing (tests only)."""
+    with np.errstate(all="ignore"):
+        u = (x - x0) / spacing
+        bad = np.isnan(u) | np.isnan(layer)
+        uc = np.minimum(np.maximum(np.where(bad, 0, u), 0), last_node).astype(np.float32)
+        lc = np.minimum(np.maximum(np.trunc(np.where(bad, 0, layer)), 0), last_layer)
+        i = np.floor(uc)
+        alpha = np.round((uc - i) * 256) / np.float32(256)
+        lo = i.astype(np.int64)
+        hi = np.minimum(lo + 1, table.shape[1] - 1)
+        row = lc.astype(np.int64)
+        texel = (1 - alpha) * table[row, lo] + alpha * table[row, hi]
+        out[...] = np.where(bad, np.nan, texel).astype(out.dtype)

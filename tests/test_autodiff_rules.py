@@ -10,12 +10,25 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.ir import Op
+from isokernel.record import bind
+from isokernel.transforms.fusion import fuse
 from isokernel.transforms.jvp import JVP
 
 
 def _pad(x, y):
     return inp.pad(x, ((1, 2), (0, 1)), constant_values=0.5) + \
         inp.pad(y, ((0, 3), (1, 0)), constant_values=inp.sum(x * y))
+
+
+_TABLE = inp.Table(np.sin(np.linspace(0.0, 3.0, 13)) + np.linspace(0.0, 1.0, 13), -2.5, 0.4,
+                   name="wiggle")
+
+
+def _fused(x, y):
+    """A recording holding a fused node (gaussian), as jit's graphs do."""
+    graph = fuse(ik.trace(lambda a, b: inp.exp(-0.5 * (a * a)) * b, x, y))
+    assert Op.FUSED in graph.ops()
+    return ik.replay(graph, x, y)[0]
 
 
 # name -> a function of two float64 (3, 4) arrays that exercises that op
@@ -67,6 +80,10 @@ OP_CASES = {
     "concatenate": lambda x, y: inp.concatenate([x, y * y], axis=1),
     "dot_general": lambda x, y: x @ inp.transpose(y),
     "dot_batched": lambda x, y: inp.reshape(x, (3, 2, 2)) @ inp.reshape(y, (3, 2, 2)),
+    "ldexp": lambda x, y: bind(Op.LDEXP, x * y, inp.floor(3.0 * y)),
+    "copysign": lambda x, y: bind(Op.COPYSIGN, x * x - 1.0, y),
+    "table_lookup": lambda x, y: _TABLE.lookup(x * 1.3) * y,
+    "fused": _fused,
 }
 
 

@@ -6,7 +6,7 @@ from isokernel.codegen import C_EXPR
 from isokernel.deploy import COST
 from isokernel.ir import EVAL, SHAPE, Op
 from isokernel.ir.eval import NO_EVAL
-from isokernel.ir.ops import LAYOUT, TRANSFORM_ONLY
+from isokernel.ir.ops import LAYOUT, REGION, TRANSFORM_ONLY
 from isokernel.transforms.jvp import JVP, NO_JVP, ZERO_TANGENT
 from isokernel.transforms.transpose import TRANSPOSABLE, TRANSPOSE
 from isokernel.transforms.vmap import BATCH, NO_BATCH
@@ -24,10 +24,12 @@ TABLES = {
     # linear ops only: everything that is not (linear in some operand) is exempt
     "TRANSPOSE": (TRANSPOSE, frozenset(Op) - TRANSPOSABLE),
     "BATCH": (BATCH, NO_BATCH),
-    # threads: views run by EVAL itself, everything else into scratch
-    "INTO": (INTO, NOT_ELEMENTWISE | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
-    # C: layout ops only rename elements (the emitter applies EVAL to names)
-    "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | LAYOUT),
+    # threads: views run by EVAL itself, everything else into scratch; fused
+    # forms are unfused before tiling (threads has no kernels for them)
+    "INTO": (INTO, NOT_ELEMENTWISE | REGION | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
+    # C: layout ops only rename elements (the emitter applies EVAL to names);
+    # fused forms are unfused, their bodies inlined, before emission
+    "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | REGION | LAYOUT),
 }
 
 
@@ -51,3 +53,15 @@ def test_exemptions_are_real():
 
 def test_only_linear_ops_have_transpose_rules():
     assert set(TRANSPOSE) == set(TRANSPOSABLE)
+
+
+def test_numerical_contract_ops_are_in_the_tables():
+    """The ops portable numerics, tables and fused forms added: in every
+    table, except that the CPU strategies unfuse a fused form before tiling
+    or emitting C; logb is piecewise constant (a zero tangent); of the five
+    only ldexp is linear (in x), so only it transposes."""
+    added = {Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP, Op.FUSED}
+    allowed = {"INTO": {Op.FUSED}, "C_EXPR": {Op.FUSED}, "JVP": {Op.LOGB},
+               "TRANSPOSE": added - {Op.LDEXP}}
+    for name, (table, _) in TABLES.items():
+        assert added - set(table) == allowed.get(name, set()), name

@@ -91,9 +91,11 @@ def test_ready_runtime_is_described_and_strategies_name_their_reasons(cupy_as):
     cupy_as(fake_cupy(count=1))
     table = devices_table()
     assert "cuda: ready: cuda:0 Fake GPU, sm_90, 132 SMs, 80.0 GiB; driver 12.4" in table
-    assert "cuda-fused       cuda    unavailable: not implemented" in table
-    reason = get_strategy("cuda-eager").unavailable_reason()
-    assert reason is None or "NVRTC is not available" in reason
+    for name in ("cuda-eager", "cuda-fused", "cuda-megakernel"):
+        reason = get_strategy(name).unavailable_reason()
+        assert reason is None or "NVRTC is not available" in reason
+        status = "available" if reason is None else f"unavailable: {reason}"
+        assert f"{name:<17}cuda    {status}" in table
 
 
 def test_every_state_reaches_the_devices_table(cupy_as):

@@ -149,9 +149,41 @@ def test_round_trip_on_every_strategy(strategy, clean):
 
 
 def test_tabulated_kappa_and_stage4_stay_within_1e_4(clean):
-    """The table paths, evaluated eagerly with NumPy's reference lookup
-    (under jit the table extension records the same lookups)."""
-    from isokernel.models.soil_moisture.lookups import numpy_lookups
-    out = retrieve(*scene_inputs(clean), lookups=numpy_lookups())
+    """κ through the Mironov ε'' table and Stage 4 through Table.inverse,
+    evaluated eagerly (inp.Table.lookup's reference meaning)."""
+    from isokernel.models.soil_moisture.lookups import mironov_lookups
+    tables = mironov_lookups()
+    out = retrieve(*scene_inputs(clean), lookups=tables.lookups)
     err = np.max(np.abs(out["mv"] - clean["mv"]))
     assert 1e-8 < err <= 1e-4  # a table, so not exact, but within the budget
+    assert tables.inverse.nodes == 1024 and tables.inverse_error <= 1e-4
+
+
+@pytest.mark.parametrize("strategy_name", ["reference", "threads"])
+def test_jit_of_the_tabulated_retrieval_equals_eager_bit_for_bit(clean, strategy_name):
+    from isokernel.models.soil_moisture.lookups import mironov_lookups
+    lookups = mironov_lookups().lookups
+    args = scene_inputs(clean)
+    eager = retrieve(*args, lookups=lookups)
+    f = isokernel.jit(retrieve, strategy=strategy_name, static_argnames="lookups")
+    compiled = f.lower(*args, lookups=lookups).compile()
+    assert {n.attrs["name"] for n in compiled.graph.nodes if n.op.value == "table_lookup"} == \
+        {"mironov_mv_of_xi", "mironov_eps_im_of_zeta"}
+    out = compiled(*args, lookups=lookups)
+    for key in eager:
+        assert bit_identical(out[key], eager[key]), key
+
+
+def test_native_portable_tabulated_retrieval_is_the_reference_portable():
+    """Tables compiled into the C (static data, the reference lerp) under
+    portable numerics: the reference's bits."""
+    from isokernel.models.soil_moisture.lookups import mironov_lookups
+    lookups = mironov_lookups().lookups
+    args = scene_inputs(generate_scene(3000, seed=4, noise=True), "float32")
+
+    def run(strategy):
+        return isokernel.jit(retrieve, strategy=strategy, numerics="portable",
+                             static_argnames="lookups")(*args, lookups=lookups)
+    want, got = run("reference"), run("native")
+    for key in want:
+        assert bit_identical(got[key], want[key]), key

@@ -17,7 +17,21 @@ def bins():
 
 
 def test_inverse_table_error_with_1024_nodes_is_within_1e_4(bins):
+    """Against the exact closed-form inverse over mv ∈ [0, 0.6], every
+    layer; and the error Table.inverse reports against the sampled inverse."""
     assert T.inverse_table_error(bins, nodes=1024) <= 1e-4
+    inverse = T.stage4_inverse(bins, nodes=1024)
+    assert inverse.table.nodes == 1024 and inverse.table.name == T.STAGE4_NAME
+    assert 0 < inverse.max_error <= 1e-4
+
+
+def test_stage4_table_is_the_table_extensions_inverse_with_a_node_on_the_kink(bins):
+    inverse = T.stage4_inverse(bins, nodes=1024).table
+    k = -inverse.x0 / inverse.dx
+    assert abs(k - round(k)) < 1e-9
+    mvt, _ = T.kinks(bins)  # at ξ = 0 every layer returns its own kink exactly
+    at_kink = inverse.lookup(np.zeros(bins.size), np.arange(bins.size))
+    np.testing.assert_allclose(at_kink, mvt, rtol=0, atol=1e-12)
 
 
 def test_inverse_table_error_is_second_order_with_the_node_at_the_kink(bins):
@@ -34,7 +48,7 @@ def test_both_tables_have_a_node_exactly_at_the_kink(bins):
     inverse = T.stage4_table(bins)
     for table in (eps_re, inverse):
         k = -table.x0 / table.dx
-        assert k == round(k) and 0 < k < table.values.shape[1] - 1
+        assert abs(k - round(k)) < 1e-9 and 0 < k < table.values.shape[1] - 1
     assert inverse.values.shape == (bins.size, T.NODES)
 
 
@@ -44,6 +58,14 @@ def test_forward_table_values_are_the_direct_model_at_the_nodes(bins):
     mv = mvt[:, None] + (eps_re.x0 + eps_re.dx * np.arange(64))
     want_re, want_im = mironov(mv, bins[:, None] + np.zeros_like(mv))
     assert bit_identical(eps_re.values, want_re) and bit_identical(eps_im.values, want_im)
+
+
+def test_host_lookup_is_the_table_extensions_reference_lookup(bins):
+    inverse = T.stage4_table(bins)
+    x = np.random.default_rng(0).uniform(-6, 50, 5000)
+    layer = np.random.default_rng(1).integers(0, bins.size, 5000)
+    want = inverse.table("same").lookup(x, layer)
+    assert bit_identical(T.lookup(inverse, x, layer), want)
 
 
 def test_lookup_clamps_floors_and_interpolates_linearly():

@@ -56,6 +56,9 @@ def _arity(op: Op) -> int:
 
 
 def _attrs(op: Op, x) -> dict:
+    if op is Op.TABLE_LOOKUP:
+        return dict(inp.Table(np.cos(np.arange(14.0)).reshape(2, 7), -3.0, 0.75,
+                              name="into").attrs())
     if op is Op.CAST:
         return {"dtype": np.dtype(np.int32)}
     if op in ik.ir.ops.REDUCE:

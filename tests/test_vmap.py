@@ -10,6 +10,7 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.ir import Op
+from isokernel.record import bind
 from isokernel.transforms.vmap import BATCH, NO_BATCH
 
 from .test_autodiff_rules import OP_CASES
@@ -23,6 +24,7 @@ ZERO_TANGENT_CASES = {
                                     x, y),
     "stop_gradient": lambda x, y: ik.stop_gradient(x) * y,
     "integers": lambda x, y: inp.astype(inp.astype(x * 10.0, inp.int32) // 3, inp.float64),
+    "logb": lambda x, y: bind(Op.LOGB, x * y) * y,
 }
 CASES = {**OP_CASES, **ZERO_TANGENT_CASES}
 RNG = np.random.default_rng(7)

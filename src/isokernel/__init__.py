@@ -27,6 +27,7 @@ from .ir import (
 )
 from .ir.pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .record import ShapeDtype, replay, trace
+from .record.portable import numerics
 from .transforms import (
     custom_jvp,
     custom_vjp,
@@ -51,7 +52,7 @@ __all__ = [
     "DifferentiationError", "Graph", "GraphError", "IsokernelError", "NumericalPolicy",
     "PlanningError", "Profile", "RetraceWarning", "ShapeDtype", "ShapeError", "TracerError",
     "custom_jvp", "custom_vjp", "deploy", "grad", "hessian", "hvp", "jacfwd", "jacobian",
-    "jacrev", "jit", "jvp", "linearize", "plan", "register_pytree_node", "replay",
+    "jacrev", "jit", "jvp", "linearize", "numerics", "plan", "register_pytree_node", "replay",
     "stop_gradient", "trace", "tree_flatten", "tree_map", "tree_unflatten", "value_and_grad",
     "verify", "vjp", "vmap",
 ]

@@ -8,7 +8,7 @@ import sys
 
 from .ir import IsokernelError
 from .models.demo import run_demo
-from .models.run import ChunkError, parse_chunks
+from .models.run import ChunkError, parse_chunks, stage5_model
 from .models.run import run as run_model
 from .reports import devices_table, report_function
 
@@ -57,6 +57,9 @@ def _demo_parser(sub) -> None:
     demo.add_argument("--figure", default="soil-moisture-demo.png", metavar="PNG",
                       help="figure path (default soil-moisture-demo.png)")
     demo.add_argument("--no-figure", action="store_true", help="do not write the figure")
+    demo.add_argument("--stage5", action="store_true",
+                      help="add Stage 5: per-pixel Levenberg-Marquardt refinement of (mv, VWC) "
+                           "against TB_V and sigma0_HH, Jacobian by jacfwd")
     demo.add_argument("--save-scene", metavar="PATH",
                       help="also write the scene's inputs and truth as NetCDF (.nc) or Zarr "
                            "(.zarr), ready for isokernel run (needs the io extra)")
@@ -86,6 +89,9 @@ def _run_parser(sub) -> None:
     run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                      help="float precision of the inputs (default float64)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--stage5", action="store_true",
+                     help="soil-moisture with Stage 5 (needs sigma0_hh): the same as MODEL "
+                          "soil-moisture-stage5")
     run.add_argument("--strategy", default="auto",
                      help="CPU strategy for every chunk (default auto: each process's fastest)")
 
@@ -99,10 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             print(report_function(args.target, args.shape, args.strategy, not args.no_run))
         elif args.command == "demo":
             run_demo(args.pixels, args.dtype, args.repeats, args.seed, args.chunks,
-                     None if args.no_figure else args.figure, save_scene=args.save_scene)
+                     None if args.no_figure else args.figure, save_scene=args.save_scene,
+                     stage5=args.stage5)
         elif args.command == "run":
-            run_model(args.model, args.input, args.output, args.var,
-                      parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
+            run_model(stage5_model(args.model, args.stage5), args.input, args.output,
+                      args.var, parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
                       progress=not args.no_progress, strategy=args.strategy)
     except (IsokernelError, ValueError, TypeError, FileNotFoundError, AttributeError,
             ImportError, ChunkError) as err:

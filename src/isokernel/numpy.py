@@ -64,6 +64,7 @@ from .record.frontend import (  # noqa: F401
     logical_not,
     logical_or,
     logical_xor,
+    logsumexp,
     matmul,
     max,
     maximum,
@@ -110,3 +111,4 @@ from .record.frontend import (  # noqa: F401
     zeros,
     zeros_like,
 )
+from .record.tables import Table  # noqa: F401

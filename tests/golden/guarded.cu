@@ -18,6 +18,15 @@ ISK_INLINE int32_t isk_f64_to_i32(double x)
 {
     return ((double)x >= -2147483648.0 && (double)x < 2147483648.0) ? (int32_t)x : INT32_MIN;  /* x86 cvtt: NaN, inf, out of range -> MIN */
 }
+ISK_INLINE double isk_select_f64(uint8_t c, double a, double b)
+{
+    union { uint64_t u; double f; } x, y;
+    const uint64_t m = (uint64_t)0 - (uint64_t)c;
+    x.f = a;
+    y.f = b;
+    x.u = (x.u & m) | (y.u & ~m);
+    return x.f;
+}
 
 ISK_INLINE void isk_guarded_r0_point(int64_t i, const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1)
 {
@@ -26,10 +35,10 @@ ISK_INLINE void isk_guarded_r0_point(int64_t i, const double *restrict in0, cons
     const uint8_t v4 = (uint8_t)(v0 > 0x0.0p+0);  // %4 gt @ models.py:15
     const double v5 = sqrt(v0);  // %5 sqrt @ models.py:15
     const double v6 = (-v0);  // %6 neg @ models.py:15
-    const double v7 = (v4 ? v5 : v6);  // %7 select @ models.py:15
-    const double v8 = ((v7 > v1 || v7 != v7) ? v7 : v1);  // %8 max @ models.py:16
+    const double v7 = isk_select_f64(v4, v5, v6);  // %7 select @ models.py:15
+    const double v8 = isk_select_f64((uint8_t)((v7 > v1) | (v7 != v7)), v7, v1);  // %8 max @ models.py:16
     const int32_t v9 = isk_f64_to_i32(v8);  // %9 cast @ models.py:16
-    const double v10 = ((v0 < v1 || v0 != v0) ? v0 : v1);  // %10 min @ models.py:16
+    const double v10 = isk_select_f64((uint8_t)((v0 < v1) | (v0 != v0)), v0, v1);  // %10 min @ models.py:16
     const uint8_t v13 = (uint8_t)(v10 >= 0x1.8p+0);  // %13 ge @ models.py:16
     out0[i] = v9;
     out1[i] = v13;

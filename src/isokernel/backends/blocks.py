@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import SHAPE, Attrs, Aval, Graph, IsokernelError, Node, Op
-from ..ir.ops import ELEMENTWISE
+from ..ir import SHAPE, Attrs, Aval, Body, Graph, IsokernelError, Node, Op
+from ..ir.ops import ELEMENTWISE, TABLE
 from .planning import plan
 
 
@@ -108,10 +108,30 @@ def _rows_dot(node, rows, pixels):
            "axis of both operands (a per-pixel product)"
 
 
+def _body_rows(node: Node, pixels: int) -> dict[Node, bool]:
+    """The pixel-row analysis of a fused node's body (its inputs have the
+    operands' shapes)."""
+    return pixel_rows(node.attrs["body"].graph, pixels)
+
+
+def _rows_fused(node, rows, pixels):
+    """A fused form is row-independent when its body is, with the body's
+    pixel inputs exactly the pixel-row operands."""
+    try:
+        body = _body_rows(node, pixels)
+    except BlockError as error:
+        return f"its body ({node.attrs['form']}) cannot: {error}"
+    inner = [body[x] for x in node.attrs["body"].graph.inputs]
+    if inner != list(rows):
+        return _rows_elementwise(node, [False], pixels)
+    return None
+
+
 # For a node with at least one pixel-row operand: None if its result keeps the
 # pixel rows at axis 0 row for row, else the reason it does not.
 ROWS = {
-    **{op: _rows_elementwise for op in ELEMENTWISE},
+    **{op: _rows_elementwise for op in ELEMENTWISE | TABLE},
+    Op.FUSED: _rows_fused,
     Op.BROADCAST: _rows_broadcast,
     Op.RESHAPE: _rows_reshape,
     Op.TRANSPOSE: _rows_transpose,
@@ -155,8 +175,16 @@ def _uniform_rows(node: Node, pixels: int) -> bool:
     return not (dims[:1] == (0,) and operand.shape[:1] == (pixels,))
 
 
+def _resize_body(attrs, n, node):
+    """A fused node's body for n rows (P is the operands' leading length)."""
+    graph = attrs["body"].graph
+    pixels = max(x.aval.shape[0] for x in node.inputs if x.aval.ndim >= 1)
+    return {"body": Body(resize_rows(graph, pixel_rows(graph, pixels), n))}
+
+
 # The attributes that carry the row count, per op, rewritten for n rows.
 _RESIZE = {
+    Op.FUSED: _resize_body,
     Op.INPUT: lambda a, n, node: {"aval": Aval((n, *a["aval"].shape[1:]), a["aval"].dtype)},
     Op.BROADCAST: lambda a, n, node: {"shape": (n, *a["shape"][1:])},
     Op.RESHAPE: lambda a, n, node: {"shape": (n, *a["shape"][1:])},
@@ -206,7 +234,7 @@ class BlockRunner:
             graph = resize_rows(self.graph, self.rows, n)
             strategy = self.compiled.lowered.strategy
             accepted = plan(graph, strategy.profile)
-            self._executables[n] = strategy.build(accepted, self.compiled.lowered.jitted.options)
+            self._executables[n] = strategy.build(accepted, self.compiled.lowered.options)
         return self._executables[n]
 
     def __call__(self, *arrays):

@@ -28,16 +28,20 @@ from ..codegen.c_expr import C_EXPR, MATH, Ctx
 from ..codegen.reduce import pairwise_tree
 from ..codegen.reduce import plan as reduce_plan
 from ..ir import Op, PlanningError, dtypes
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
-from .capsules import Capsule, NumericalPolicy, register
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
+from .capsules import Capsule, NumericalPolicy, lookup, register
 from .liveness import release_schedule, static_liveness
 from .native import ULP_BOUND as NATIVE_ULP
+from .pixel import pixel_count
 from .planning import Plan
+from .reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
 
 PROVIDER = "cuda-kernel"
 REDUCE_PROVIDER = "cuda-reduce"
 LAYOUT_PROVIDER = "cupy-layout"
 BLAS_PROVIDER = "cublas"
+TEXTURE_PROVIDER = "cuda-texture"
+FORM_PROVIDER = "cuda-fused-form"
 PROVIDERS = (PROVIDER, REDUCE_PROVIDER, LAYOUT_PROVIDER, BLAS_PROVIDER)
 
 
@@ -70,26 +74,37 @@ def _identity(op: Op, dtype):
 
 
 def _reduce(ex, node, x):
+    """A pixel-axis reduction in ``tree`` mode follows the deterministic
+    tree; every other reduction NumPy's order."""
+    axes = tuple(a % x.ndim for a in node.attrs["axes"]) if x.ndim else ()
+    if ex.reductions == "tree" and is_pixel_reduction(node, ex.pixels):
+        return _tree(ex, node.op, node.dtype, x, axes, node.shape)
+    return _numpy_order(ex, node.op, node.dtype, x, axes, node.shape)
+
+
+def _numpy_order(ex, op: Op, dtype, x, axes, shape):
     """NumPy's order (``codegen.reduce``): the operand as (outputs, chunks,
     length); pairwise trees over each chunk, then a fold per output; or one
     left fold per output."""
     rt = ex.rt
-    layout = reduce_plan(x.shape, node.attrs["axes"], node.op)
-    out = rt.empty(node.shape, node.dtype)
+    layout = reduce_plan(x.shape, axes, op)
+    out = rt.empty(shape, dtype)
     if out.size == 0:
         return out
     flat = out.reshape(-1)
     if layout.reduced == 0:
-        flat.fill(_identity(node.op, node.dtype))
+        flat.fill(_identity(op, dtype))
         return out
     y = rt.contiguous(x.transpose(layout.perm)).reshape(layout.outputs, layout.reduced)
-    kernels = ex.reduction(node.op, node.dtype)
+    kernels = ex.reduction(op, dtype)
     if layout.sequential:
-        kernels["sequential"](layout.outputs, y, flat, layout.outputs, layout.reduced)
+        nan_first = int(op in (Op.REDUCE_MAX, Op.REDUCE_MIN) and np.dtype(dtype) in dtypes.FLOATS
+                        and x.ndim - 1 in axes)
+        kernels["sequential"](layout.outputs, y, flat, layout.outputs, layout.reduced, nan_first)
         return out
     tree, arrays = ex.tree(layout.length)
     rows = layout.outputs * layout.chunks
-    vals = rt.empty((rows, tree.nodes), node.dtype)
+    vals = rt.empty((rows, tree.nodes), dtype)
     offset, length, leaf_node, levels = arrays
     kernels["leaf"](rows * tree.leaves, y, vals, offset, length, leaf_node, tree.leaves,
                     layout.length, tree.nodes, rows)
@@ -97,6 +112,38 @@ def _reduce(ex, node, x):
         kernels["combine"](rows * count, vals, parent, left, right, count, tree.nodes, rows)
     kernels["fold"](layout.outputs, vals, flat, layout.outputs, layout.chunks, tree.nodes)
     return out
+
+
+def _tree(ex, op: Op, dtype, x, axes, shape):
+    """``backends.reductions``' deterministic order: the other axes first
+    (NumPy's order), then blocks of ``REDUCTION_BLOCK`` rows by the halving
+    tree, then the blocks' partials by the same tree."""
+    rest = tuple(a for a in axes if a != 0)
+    if rest:
+        kept = tuple(n for a, n in enumerate(x.shape) if a not in rest)
+        x = _numpy_order(ex, op, dtype, x, rest, kept)
+    rows = x.shape[0]
+    work = ex.rt.empty(x.shape, dtype)  # the tree runs in place
+    work[...] = x
+    work = work.reshape(rows, -1)
+    level = ex.halving(op, dtype)
+    blocks = -(-rows // REDUCTION_BLOCK)
+    _halve(level, work, blocks, REDUCTION_BLOCK, rows)
+    partials = ex.rt.contiguous(work[::REDUCTION_BLOCK])
+    _halve(level, partials, 1, blocks, blocks)
+    out = ex.rt.empty(shape, dtype)
+    out.reshape(-1)[...] = partials[0]
+    return out
+
+
+def _halve(level, r, blocks: int, block: int, rows: int) -> None:
+    """Every level of the halving tree over blocks of ``block`` rows."""
+    n_full = min(block, rows)
+    n_last = rows - (blocks - 1) * block
+    cols = r.shape[1]
+    while max(n_full, n_last) > 1:
+        level(blocks * ((n_full + 1) // 2) * cols, r, blocks, block, n_full, n_last, cols)
+        n_full, n_last = (n_full + 1) // 2, (n_last + 1) // 2
 
 
 def _reshape(ex, x, shape):
@@ -162,6 +209,61 @@ def _attrs(fn):
     return lambda ex, node, *xs: fn(ex, *xs, **node.attrs)
 
 
+def _table(ex, node, x, layer):
+    """``exact``: the reference's clamp-floor-lerp as an elementwise kernel
+    (the table in device memory); ``hardware``: the texture unit's linear
+    filtering (tolerance-bounded)."""
+    if node.attrs["mode"] == "exact":
+        return _elementwise(ex, node, x, layer)
+    rt = ex.rt
+    out = rt.empty(node.shape, node.dtype)
+    if out.size == 0:
+        return out
+    texture, kernel = ex.texture(node)
+    layers, nodes = node.attrs["values"].value.shape
+    scalar = np.dtype(node.dtype).type
+    kernel(out.size, rt.contiguous(x), rt.contiguous(layer), out, texture,
+           scalar(node.attrs["x0"]), scalar(node.attrs["step"]), scalar(nodes - 1),
+           scalar(layers - 1), out.size)
+    return out
+
+
+def _fused(ex, node, *xs):
+    """A fused form: one kernel where this strategy has one for it
+    (``cuda-fused``), else its body op by op (the composition)."""
+    found = ex.fused(node) if ex.fused_kernels else None
+    if found is None:
+        ex.forms_as_composition += 1
+        return _composition(ex, node, xs)
+    module, kernels = found
+    ex.forms_as_kernels += 1
+    body = node.attrs["body"].graph
+    operand = dict(zip(body.inputs, xs))
+    (out,) = run_region(ex, module.kernels[0], kernels, lambda n: operand[n],
+                        module.partition.pixels)
+    return out
+
+
+def _composition(ex, node, xs):
+    body = node.attrs["body"].graph
+    env = dict(zip(body.inputs, xs))
+    for inner in body.nodes:
+        if inner not in env:
+            env[inner] = ex.run_node(inner, env)
+    return env[body.outputs[0]]
+
+
+def run_region(ex, region_kernel, loaded: dict, value_of, rows: int) -> list:
+    """Launch one region kernel: contiguous row and whole inputs, fresh
+    outputs of ``rows`` rows; returns the outputs in the body's order."""
+    rt, body = ex.rt, region_kernel.body
+    row_in = [rt.contiguous(value_of(x)) for x in body.row_inputs]
+    whole = [rt.contiguous(value_of(x)) for x in body.whole_inputs]
+    outs = [rt.empty((rows, *n.shape[1:]), n.dtype) for n in body.outputs]
+    loaded[region_kernel.name](rows, *row_in, *whole, *outs, rows)
+    return outs
+
+
 CUPY = {
     **{op: _elementwise for op in ELEMENTWISE},
     **{op: _reduce for op in REDUCE},
@@ -173,6 +275,8 @@ CUPY = {
     Op.REV: lambda ex, node, x: ex.rt.xp.flip(x, node.attrs["axes"]),
     Op.CONCATENATE: _attrs(_concatenate),
     Op.DOT_GENERAL: _attrs(_dot_general),
+    Op.TABLE_LOOKUP: _table,
+    Op.FUSED: _fused,
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array``."""
@@ -186,9 +290,12 @@ NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result h
 
 
 def refuse_unsupported(graph) -> None:
-    """Planning-time refusal of an elementwise node without an exact C form."""
+    """Planning-time refusal of an elementwise node without an exact C form
+    (fused forms are checked through their bodies)."""
     for node in graph.nodes:
-        if node.op in ELEMENTWISE and not _has_expression(node):
+        if node.op is Op.FUSED:
+            refuse_unsupported(node.attrs["body"].graph)
+        elif node.op in ELEMENTWISE and not _has_expression(node):
             where = f" at {node.where}" if node.where else ""
             raise PlanningError(NO_KERNEL.format(op=node.op.value, where=where,
                                                  dtype=dtypes.SHORT[node.inputs[0].dtype]))
@@ -202,22 +309,27 @@ def _has_expression(node) -> bool:
 
 
 class DeviceExecutor:
-    """What the GPU executables share: the runtime, uploaded constants, and
-    the kernels and tree layouts built so far."""
+    """What the GPU executables share: the runtime, uploaded constants, the
+    reduction mode, and the kernels, tree layouts and textures built so far."""
 
-    def __init__(self, graph, runtime=None, device: int | None = None):
+    def __init__(self, graph, runtime=None, device: int | None = None,
+                 reductions: str = "reference", fused_kernels: bool = False):
         refuse_unsupported(graph)
         if runtime is None:
             from .cuda_runtime import runtime as get_runtime
             runtime = get_runtime(_current_device() if device is None else device)
         self.rt = runtime
         self.graph = graph
+        self.reductions = check_mode(reductions)
+        self.pixels = pixel_count(graph)
+        self.fused_kernels = fused_kernels
         with runtime.activate():
             self.consts = {n: runtime.upload(n.attrs["value"].value) for n in graph.consts()}
         self._elementwise: dict = {}
         self._reductions: dict = {}
         self._trees: dict = {}
-        self.uploads = 0
+        self._cache: dict = {}  # halving kernels, textures, fused-form kernels
+        self.uploads = self.forms_as_kernels = self.forms_as_composition = 0
 
     def elementwise(self, node, kinds):
         operands = tuple(x.dtype for x in node.inputs)
@@ -250,6 +362,35 @@ class DeviceExecutor:
             found = self._trees[length] = (tree, arrays)
         return found
 
+    def _cached(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def halving(self, op: Op, dtype):
+        return self._cached(("halving", op, np.dtype(dtype)),
+                            lambda: self.rt.halving_kernel(cg.halving_kernels(op, dtype)))
+
+    def texture(self, node):
+        """(texture object, kernel) of a hardware-mode look-up."""
+        values = node.attrs["values"]
+        return (self._cached(("texture", values), lambda: self.rt.texture(values.value)),
+                self._cached(("texture kernel", node.dtype),
+                             lambda: self.rt.texture_kernel(cg.texture_kernel(node.dtype))))
+
+    def fused(self, node):
+        """(module, loaded kernels) of a fused form, or None without one."""
+        def make():
+            module = cg.fused_module(node)
+            return None if module is None else (module, self.rt.region_kernels(module))
+        return self._cached(("fused", node), make)
+
+    def const(self, node):
+        """A constant on the device (those of fused bodies uploaded on first use)."""
+        if node not in self.consts:
+            self.consts[node] = self.rt.upload(node.attrs["value"].value)
+        return self.consts[node]
+
     def bring(self, arrays) -> list:
         """The inputs on the device: host arrays are uploaded (counted)."""
         out = []
@@ -262,11 +403,11 @@ class DeviceExecutor:
         return out
 
     def value(self, node, env: dict):
-        return self.consts[node] if node.op is Op.CONST else env[node]
+        return self.const(node) if node.op is Op.CONST else env[node]
 
     def run_node(self, node, env: dict):
         if node.op is Op.CONST:
-            return self.consts[node]
+            return self.const(node)
         return CUPY[node.op](self, node, *(self.value(x, env) for x in node.inputs))
 
 
@@ -278,11 +419,14 @@ def _current_device() -> int:
 
 class CudaEagerExecutable:
     strategy = "cuda-eager"
+    fused_kernels = False
+    forms_run = "cuda-eager runs each form as its body, one kernel per op (the composition)"
 
-    def __init__(self, plan: Plan, runtime=None, device: int | None = None):
-        self.plan = plan
+    def __init__(self, plan: Plan, runtime=None, device: int | None = None,
+                 reductions: str = "reference"):
         self.graph = plan.graph
-        self.ex = DeviceExecutor(self.graph, runtime, device)
+        self.ex = DeviceExecutor(self.graph, runtime, device, reductions, self.fused_kernels)
+        self.plan = device_node_plan(plan, self.graph, set(), None, self.fused_kernels)
         self._frees = release_schedule(self.graph)
         self.static_liveness = static_liveness(self.graph)
         self.measured_liveness = None
@@ -309,6 +453,29 @@ class CudaEagerExecutable:
 
     def report_lines(self) -> list[tuple[str, str]]:
         return device_report_lines(self.ex, len(self.ex._elementwise), "elementwise")
+
+
+def device_node_plan(plan: Plan, graph, inside: set, region_provider: str | None,
+                     fused_kernels: bool):
+    """Capsules per node: region nodes under ``region_provider``; a
+    hardware-mode look-up under the texture capsule; a fused form under the
+    form-kernel capsule where the strategy has form kernels; every other
+    node under the eager strategy's capsule of its op."""
+    from .threads import NodePlan
+
+    capsules = {}
+    for node in graph.nodes:
+        if node.op in (Op.INPUT, Op.CONST):
+            continue
+        if node in inside:
+            capsules[node] = lookup(node.op, region_provider)
+        elif node.op is Op.TABLE_LOOKUP and node.attrs["mode"] != "exact":
+            capsules[node] = lookup(node.op, TEXTURE_PROVIDER)
+        elif node.op is Op.FUSED and fused_kernels:
+            capsules[node] = lookup(node.op, FORM_PROVIDER)
+        else:
+            capsules[node] = next(c for c in (lookup(node.op, p) for p in PROVIDERS) if c)
+    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
 
 
 def device_report_lines(ex: DeviceExecutor, kernels: int, what: str) -> list:
@@ -350,13 +517,26 @@ BASIC = "IEEE basic operation in CUDA C, bit-identical to NumPy"
 SUBNORMALS = "preserved (--ftz=false)"
 
 
+EXACT = {
+    Op.LDEXP: "exact scaleB in CUDA C (the shared branch-free C), bit-identical to numpy.ldexp",
+    Op.LOGB: "exponent bits in CUDA C, bit-identical to the reference's frexp",
+    Op.COPYSIGN: "sign bit (CUDA copysign), bit-identical to numpy.copysign",
+    Op.TABLE_LOOKUP: "exact mode: the reference's clamp-floor-lerp in CUDA C over the table in "
+                     "device memory, bit-identical to the reference",
+}
+HARDWARE_TABLE = ("hardware mode: texture-unit linear filtering over float32 texels; the blend "
+                  "weight is 9-bit fixed point (8 fractional bits), so |error| <= "
+                  "|v[i+1] - v[i]|/256 plus float32 rounding of the texels (stated; measured "
+                  "by scripts/gpu-check); never bit-reproducible")
+
+
 def _kernel_policy(op: Op) -> NumericalPolicy:
     if op in ULP_BOUND:
         return NumericalPolicy(subnormals=SUBNORMALS,
                                math_library=f"{LIBDEVICE} {MATH[op]}; stated bound "
                                             f"{ULP_BOUND[op]} ulp vs reference (derived, "
                                             f"measured by scripts/gpu-check)")
-    return NumericalPolicy(subnormals=SUBNORMALS, math_library=BASIC)
+    return NumericalPolicy(subnormals=SUBNORMALS, math_library=EXACT.get(op, BASIC))
 
 
 REDUCTION_ORDER = ("NumPy's order for C-contiguous operands (pairwise along a trailing run of "
@@ -365,10 +545,22 @@ REDUCTION_ORDER = ("NumPy's order for C-contiguous operands (pairwise along a tr
 
 
 def _register_capsules() -> None:
-    for op in ELEMENTWISE:
+    for op in (*ELEMENTWISE, *TABLE):
         kind = "libdevice call" if op in TRANSCENDENTAL else "C expression"
         register(Capsule(f"isokernel CUDA kernel ({kind})", op, PROVIDER, "cuda", "checked",
                          "isokernel-graph", _kernel_policy(op)))
+    register(Capsule("texture object (CuPy) with linear filtering", Op.TABLE_LOOKUP,
+                     TEXTURE_PROVIDER, "cuda", "checked", "isokernel-graph",
+                     NumericalPolicy(subnormals="implementation-defined (texture unit)",
+                                     math_library=HARDWARE_TABLE)))
+    register(Capsule("fused form as its composition (one kernel per op)", Op.FUSED, PROVIDER,
+                     "cuda", "checked", "isokernel-graph",
+                     NumericalPolicy(subnormals=SUBNORMALS, math_library="the body's ops")))
+    register(Capsule("fused form as one kernel (its body through the shared emitter)",
+                     Op.FUSED, FORM_PROVIDER, "cuda", "checked", "isokernel-graph",
+                     NumericalPolicy(subnormals=SUBNORMALS,
+                                     math_library="the body's ops in one pass, --fmad=false: "
+                                                  "bit-identical to the composition")))
     for op in REDUCE:
         register(Capsule("isokernel deterministic reduction", op, REDUCE_PROVIDER, "cuda",
                          "checked", "isokernel-graph",

@@ -22,19 +22,22 @@ from __future__ import annotations
 from ..codegen import cuda as cg
 from ..codegen.pixel import Region
 from ..ir import Op
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
-from .capsules import Capsule, NumericalPolicy, lookup, register
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
+from ..transforms.fusion import unfuse
+from .capsules import Capsule, NumericalPolicy, register
 from .cuda_eager import (
     BASIC,
+    EXACT,
     LIBDEVICE,
     SUBNORMALS,
     ULP_BOUND,
     DeviceExecutor,
+    device_node_plan,
     device_report_lines,
+    run_region,
 )
 from .cuda_eager import PROVIDERS as EAGER_PROVIDERS
 from .planning import Plan
-from .threads import NodePlan
 
 PROVIDER = "cuda-region"
 PROVIDER_FMA = "cuda-region-fma"
@@ -43,18 +46,21 @@ PROVIDER_FMA = "cuda-region-fma"
 class CudaMegakernelExecutable:
     strategy = "cuda-megakernel"
 
+    forms_run = ("cuda-megakernel inlines each form's body into the region kernel, where the "
+                 "whole row region is one fused loop")
+
     def __init__(self, plan: Plan, contract: bool = False, block_size: int | None = None,
-                 runtime=None, device: int | None = None):
+                 runtime=None, device: int | None = None, reductions: str = "reference"):
         if block_size is not None and (not isinstance(block_size, int)
                                        or isinstance(block_size, bool) or block_size < 1):
             raise ValueError(f"block_size={block_size!r}: give a positive number of threads, "
                              f"e.g. block_size=256, or leave it to the kernel's limit")
-        self.graph = plan.graph
+        self.graph = unfuse(plan.graph)  # the forms' bodies are fused into the regions
         self.contract = bool(contract)
         self.block_size = block_size
         self.module = cg.cuda_module(self.graph, self.contract)
         self.partition = self.module.partition
-        self.ex = DeviceExecutor(self.graph, runtime, device)
+        self.ex = DeviceExecutor(self.graph, runtime, device, reductions)
         self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
                         if self.module.kernels else {})
         for name, kernel in self.kernels.items():
@@ -62,7 +68,9 @@ class CudaMegakernelExecutable:
                 kernel.grid_block(self.partition.pixels)  # a fixed block_size must fit now
         self._by_stage = {id(k.region): k for k in self.module.kernels}
         self._release = _release_after(self.partition)
-        self.plan = node_plan(plan, self.partition, PROVIDER_FMA if self.contract else PROVIDER)
+        inside = {n for r in self.partition.regions for n in r.nodes}
+        provider = PROVIDER_FMA if self.contract else PROVIDER
+        self.plan = device_node_plan(plan, self.graph, inside, provider, False)
         self.static_liveness = None
         self.measured_liveness = None
 
@@ -82,13 +90,9 @@ class CudaMegakernelExecutable:
 
     def _run_region(self, region: Region, env: dict) -> None:
         kernel = self._by_stage[id(region)]
-        rt, rows = self.ex.rt, self.partition.pixels
-        body = kernel.body
-        row_in = [rt.contiguous(self.ex.value(x, env)) for x in body.row_inputs]
-        whole = [rt.contiguous(self.ex.value(x, env)) for x in body.whole_inputs]
-        outs = [rt.empty((rows, *n.shape[1:]), n.dtype) for n in body.outputs]
-        self.kernels[kernel.name](rows, *row_in, *whole, *outs, rows)
-        env.update(zip(body.outputs, outs))
+        outs = run_region(self.ex, kernel, self.kernels, lambda x: self.ex.value(x, env),
+                          self.partition.pixels)
+        env.update(zip(kernel.body.outputs, outs))
 
     def measure(self, *arrays):
         return self(*arrays)
@@ -132,22 +136,6 @@ def _release_after(part) -> list[list]:
     return release
 
 
-def node_plan(plan: Plan, part, provider: str) -> NodePlan:
-    """Nodes inside a region under ``provider``'s capsules, the others under
-    the eager strategy's."""
-    inside = {n for r in part.regions for n in r.nodes}
-    capsules = {}
-    for node in part.graph.nodes:
-        if node.op in (Op.INPUT, Op.CONST):
-            continue
-        if node in inside:
-            capsules[node] = lookup(node.op, provider)
-        else:
-            capsules[node] = next(c for c in map(lambda p: lookup(node.op, p), EAGER_PROVIDERS)
-                                  if c is not None)
-    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
-
-
 def _policy(op: Op, contract: bool) -> NumericalPolicy:
     contraction = "on (--fmad=true: FMA allowed)" if contract else "off (--fmad=false)"
     if op in ULP_BOUND:
@@ -158,11 +146,12 @@ def _policy(op: Op, contract: bool) -> NumericalPolicy:
         return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
                                reduction_order="NumPy's order, unrolled (<= 7 elements)",
                                math_library=BASIC)
-    return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction, math_library=BASIC)
+    return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
+                           math_library=EXACT.get(op, BASIC))
 
 
 def _register_capsules() -> None:
-    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT):
+    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE):
         kind = "element renaming" if op in LAYOUT else "C expression in a fused region"
         for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
             register(Capsule(f"generated CUDA ({kind})", op, provider, "cuda", "checked",

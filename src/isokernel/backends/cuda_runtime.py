@@ -23,7 +23,14 @@ import threading
 import numpy as np
 
 from ..codegen import nvrtc as nvrtc_mod
-from ..codegen.cuda import CudaModule, ElementwiseKernel, ReductionKernels, nvrtc_options
+from ..codegen.cuda import (
+    CudaModule,
+    ElementwiseKernel,
+    HalvingKernels,
+    ReductionKernels,
+    TextureKernel,
+    nvrtc_options,
+)
 from ..ir import IsokernelError
 from .cuda_memory import ReuseCache, cap_from_environment
 
@@ -198,6 +205,30 @@ class CudaRuntime:
     def reduction_kernels(self, kernels: ReductionKernels) -> dict:
         names = [kernels.leaf, kernels.combine, kernels.fold, kernels.sequential]
         return self.load(kernels.source, names, nvrtc_options(False))
+
+    def halving_kernel(self, kernels: HalvingKernels) -> Kernel:
+        return self.load(kernels.source, [kernels.level], nvrtc_options(False))[kernels.level]
+
+    def texture_kernel(self, kernel: TextureKernel) -> Kernel:
+        return self.load(kernel.source, [kernel.name], nvrtc_options(False))[kernel.name]
+
+    def texture(self, values: np.ndarray):
+        """A 2-D float32 texture of a (layers, nodes) table: linear
+        filtering, clamped addressing, unnormalized coordinates."""
+        from cupy.cuda import runtime as rt
+        from cupy.cuda import texture
+
+        texels = np.ascontiguousarray(values, dtype=np.float32)
+        layers, nodes = texels.shape
+        channel = texture.ChannelFormatDescriptor(32, 0, 0, 0, rt.cudaChannelFormatKindFloat)
+        with self.device:
+            array = texture.CUDAarray(channel, nodes, layers)
+            array.copy_from(texels)
+            resource = texture.ResourceDescriptor(rt.cudaResourceTypeArray, cuArr=array)
+            description = texture.TextureDescriptor(
+                (rt.cudaAddressModeClamp, rt.cudaAddressModeClamp), rt.cudaFilterModeLinear,
+                rt.cudaReadModeElementType, normalizedCoords=0)
+            return texture.TextureObject(resource, description)
 
     # --- telemetry ------------------------------------------------------------------------
 

@@ -15,13 +15,18 @@ import warnings
 
 import numpy as np
 
-from ..ir import dtypes
+from ..ir import BackendUnavailableError, dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
-from ..record import current_builder, trace_flat
+from ..record import current_builder, portable, trace_flat
+from ..record.tables import refuse_hardware_modes
 from ..transforms import prepare_for_execution
+from ..transforms.fusion import fuse
+from ..transforms.fusion import report_lines as fused_lines
+from . import reductions
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
 from .hooks import check_block, choose_block, report_lines, run_probes
+from .pixel import pixel_count
 from .planning import plan
 from .report import Report
 from .strategies import STRATEGY_NAMES, choose, get_strategy
@@ -35,7 +40,8 @@ class RetraceWarning(UserWarning):
 
 
 def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
-        static_argnums=(), block=None, **options):
+        static_argnums=(), block=None, numerics: str | None = None,
+        deterministic_reductions: bool | None = None, **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
@@ -45,19 +51,34 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
     ``@jit`` or ``@jit(strategy=...)``. ``block``: None (run each call
     whole), a number of pixel rows (run axis 0 block by block, same bits), or
     ``"auto"`` (the installed planner sizes blocks to the memory budget).
+    ``numerics``: ``native`` (each platform's math library) or ``portable``
+    (every transcendental recorded as one shared decomposition into basic
+    operations: the same bits on every strategy); by default the model's own
+    ``@isokernel.numerics(...)`` default, else the enclosing ``with
+    isokernel.numerics(...)``, else ``native``. ``deterministic_reductions``:
+    reductions over the pixel axis combine partial results in a fixed tree
+    of fixed blocks (``backends.reductions``), the same bits for every worker
+    count and device; by default ``ISOKERNEL_DETERMINISTIC_REDUCTIONS``,
+    else off (the reference's NumPy order, run whole). Other keyword options
+    go to the strategy (``workers=``, ``contract=``, ``tile_rows=``).
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,
                                  static_argnames=static_argnames,
-                                 static_argnums=static_argnums, block=block, **options)
-    return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block)
+                                 static_argnums=static_argnums, block=block,
+                                 numerics=numerics,
+                                 deterministic_reductions=deterministic_reductions, **options)
+    return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block,
+                  numerics, deterministic_reductions)
 
 
 class Jitted:
     def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
-                 block=None):
+                 block=None, numerics=None, deterministic_reductions=None):
         check_block(block)
         self.block = block
+        reductions.resolve(deterministic_reductions)  # checks the value now
+        self.deterministic_reductions = deterministic_reductions
         if strategy != "auto" and strategy not in STRATEGY_NAMES:
             get_strategy(strategy)  # raises naming the valid strategies
         self.fun = fun
@@ -66,6 +87,8 @@ class Jitted:
         if self.device is not None and strategy != "auto":
             choose(strategy, self.device)
         self.options = dict(options)
+        self.numerics = portable.check_mode(numerics) if numerics is not None else None
+        self._default_numerics = portable.default_of(fun)
         self._sig = _signature(fun)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
         self._cache: dict = {}
@@ -74,11 +97,14 @@ class Jitted:
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
-        if current_builder() is not None:
-            return self.fun(*args, **kwargs)  # inside a recording: inline
+        if current_builder() is not None:  # inside a recording: inline
+            if self.numerics is None:
+                return self.fun(*args, **kwargs)
+            with portable.numerics(self.numerics):
+                return self.fun(*args, **kwargs)
         names, dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = self._key(names, treedef, leaves, statics)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._lower(key, names, dynamic, statics).compile()
@@ -90,8 +116,22 @@ class Jitted:
         recording, ``.compile()`` the next step."""
         names, dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = self._key(names, treedef, leaves, statics)
         return self._lower(key, names, dynamic, statics)
+
+    def numerics_mode(self) -> str:
+        """The numerics a call made now records with: this jit's own, else
+        the enclosing ``numerics(...)``, else the model's default, else
+        ``native``."""
+        return self.numerics or portable.explicit() or self._default_numerics or "native"
+
+    def reductions_mode(self) -> tuple[str, str]:
+        """(mode, source) of pixel-axis reductions for a call made now."""
+        return reductions.resolve(self.deterministic_reductions)
+
+    def _key(self, names, treedef, leaves, statics):
+        return (names, treedef, tuple(map(_leaf_key, leaves)), statics,
+                self.reductions_mode()[0], self.numerics_mode())
 
     def _lower(self, key, names, dynamic, statics) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
@@ -99,12 +139,13 @@ class Jitted:
         leaves, _ = tree_flatten(dynamic)
         device = self.device or _request_device(self.strategy, leaves)
         strategy = choose(self.strategy, device)
-        graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
-                                               names=arg_names, name=self.__name__)
+        with portable.numerics(key[-1]):
+            graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
+                                                   names=arg_names, name=self.__name__)
         if captures:
             raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
                             f"it as an argument")
-        graph = prepare_for_execution(graph)
+        graph = fuse(prepare_for_execution(graph))
         return Lowered(self, graph, key, out_tree, strategy, device)
 
     def _split(self, args, kwargs):
@@ -157,10 +198,16 @@ class Lowered:
         self.out_tree = out_tree
         self.strategy = strategy
         self.device = device
+        self.numerics = key[-1]
+        self.reductions = key[-2]
+        mode, source = jitted.reductions_mode()
+        self.reductions_source = source if mode == self.reductions else "default"
+        self.options = _strategy_options(strategy, jitted.options, self.reductions)
 
     def compile(self) -> Compiled:
+        refuse_hardware_modes(self.graph, self.strategy.device)
         accepted = plan(self.graph, self.strategy.profile)
-        options = self.jitted.options
+        options = self.options
         if self.strategy.device == "cuda":  # the GPU the request named
             options = {**options, "device": self.device.index or 0}
         executable = self.strategy.build(accepted, options)
@@ -189,7 +236,7 @@ class Compiled:
         jitted = self.lowered.jitted
         names, dynamic, statics = jitted._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
-        key = (names, treedef, tuple(map(_leaf_key, leaves)), statics)
+        key = jitted._key(names, treedef, leaves, statics)
         if key != self.lowered.key:
             names = list(self.graph.input_names)
             raise TypeError(f"this compiled {jitted.__name__} was built for other argument "
@@ -228,8 +275,24 @@ class Compiled:
             outputs=len(self.graph.outputs), capsules=self.plan.capsule_counts(),
             static_liveness=getattr(self.executable, "static_liveness", None),
             measured_liveness=getattr(self.executable, "measured_liveness", None),
-            extra=[*getattr(self.executable, "report_lines", lambda: [])(),
+            extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics]),
+                   self._reductions_line(),
+                   *fused_lines(self.graph, getattr(self.executable, "forms_run", None)),
+                   *getattr(self.executable, "report_lines", lambda: [])(),
                    *report_lines(self)])
+
+    def _reductions_line(self) -> tuple[str, str]:
+        pixels = pixel_count(self.graph)
+        count = sum(reductions.is_pixel_reduction(n, pixels) for n in self.graph.nodes)
+        return reductions.report_line(self.lowered.reductions, self.lowered.reductions_source,
+                                      count)
+
+
+NUMERICS_TEXT = {
+    "native": "native: transcendentals call each platform's math library",
+    "portable": "portable: every transcendental recorded as its shared branchless "
+                "decomposition into IEEE basic ops (identical bits on every strategy)",
+}
 
 
 def _on_device(x) -> bool:
@@ -326,9 +389,29 @@ def _check_hashable(fname: str, name: str, value) -> None:
                         ) from None
 
 
+def _strategy_options(strategy, options: dict, mode: str) -> dict:
+    """The options a strategy is built with: the user's, and the reduction
+    mode for strategies that implement it."""
+    if "reductions" in options:
+        raise TypeError("jit: choose the reduction order with deterministic_reductions=True "
+                        "(or ISOKERNEL_DETERMINISTIC_REDUCTIONS=1), not reductions=")
+    if "reductions" in strategy.options:
+        return {**options, "reductions": mode}
+    if mode == "tree":
+        raise BackendUnavailableError(f"strategy '{strategy.name}' does not implement "
+                                      f"deterministic reductions; pick a CPU strategy or "
+                                      f"turn them off")
+    return dict(options)
+
+
 def _what_changed(old_key, new_key, leaf_names) -> str:
-    old_names, old_tree, old_leaves, old_static = old_key
-    new_names, new_tree, new_leaves, new_static = new_key
+    old_names, old_tree, old_leaves, old_static, old_red, old_numerics = old_key
+    new_names, new_tree, new_leaves, new_static, new_red, new_numerics = new_key
+    if old_numerics != new_numerics:
+        return f"numerics changed from {old_numerics} to {new_numerics}"
+    if old_red != new_red:
+        return f"reductions changed from {old_red} to {new_red} ({reductions.ENV} or the " \
+               f"deterministic_reductions option)"
     if old_static != new_static:
         before, after = dict(old_static), dict(new_static)
         for name in after:

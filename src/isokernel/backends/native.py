@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import codegen
 from ..ir import Op
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TRANSCENDENTAL
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
+from ..transforms.fusion import unfuse
 from .capsules import Capsule, NumericalPolicy, register
 from .pixel import Region, partition
 from .planning import Plan
@@ -48,10 +49,13 @@ def _supports(node, modes) -> bool:
 
 class NativeExecutable(StagedExecutable):
     strategy = "native"
+    forms_run = ("native inlines each form's body into the generated C, where the whole "
+                 "row region is one fused loop")
 
-    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False):
-        super().__init__(plan, partition(plan.graph, accept=_supports))
+    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False,
+                 reductions: str = "reference"):
         self.workers, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports), reductions)
         self.contract = bool(contract)
         self.compiler = codegen.current_compiler()
         self._kernels = self._compile()
@@ -115,6 +119,13 @@ class NativeExecutable(StagedExecutable):
 # --- capsules -----------------------------------------------------------------------------
 
 BASIC = "IEEE basic operation in C, bit-identical to NumPy"
+EXACT = {
+    Op.LDEXP: "exact scaleB in C (musl's steps, one rounding), bit-identical to numpy.ldexp",
+    Op.LOGB: "exponent bits in C, bit-identical to the reference's frexp",
+    Op.COPYSIGN: "sign bit in C, bit-identical to numpy.copysign",
+    Op.TABLE_LOOKUP: "the reference clamp-floor-lerp in C over the table as static data, "
+                     "bit-identical to the reference",
+}
 LIBM = ("C math library (glibc libm, or libmvec vector variants where the compiler "
         "links them; the report says which)")
 
@@ -129,11 +140,11 @@ def _policy(op: Op, contract: bool) -> NumericalPolicy:
         return NumericalPolicy(contraction=contraction,
                                reduction_order="NumPy's left fold, unrolled (<= 7 elements)",
                                math_library=BASIC)
-    return NumericalPolicy(contraction=contraction, math_library=BASIC)
+    return NumericalPolicy(contraction=contraction, math_library=EXACT.get(op, BASIC))
 
 
 def _register_capsules() -> None:
-    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT):
+    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE):
         kind = "element renaming" if op in LAYOUT else (
             "libm call" if op in TRANSCENDENTAL else "C expression")
         for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):

@@ -18,13 +18,19 @@ from ..ir import EVAL, Graph, Op
 from ..ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
 from .capsules import Capsule, NumericalPolicy, register
 from .liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
+from .pixel import pixel_count
 from .planning import Plan
+from .reductions import check_mode
+from .reductions import kernel as reduction_kernel
 
 PROVIDER = "numpy"
 
 
-def generate_python(graph: Graph, instrument: bool = False) -> tuple[str, dict]:
-    """Source of ``run(<inputs>)`` and the globals it needs."""
+def generate_python(graph: Graph, instrument: bool = False,
+                    kernel_of=None) -> tuple[str, dict]:
+    """Source of ``run(<inputs>)`` and the globals it needs; ``kernel_of(node)``
+    gives each node's function (default: its EVAL rule)."""
+    kernel_of = kernel_of or _kernel
     env: dict = {}
     name = {}
     params = [f"v{graph.index(x)}" for x in graph.inputs]
@@ -44,7 +50,7 @@ def generate_python(graph: Graph, instrument: bool = False) -> tuple[str, dict]:
                 lines.append(f"    _t.const(_c{i})")
             continue
         name[node] = f"v{i}"
-        env[f"_f{i}"] = _kernel(node)
+        env[f"_f{i}"] = kernel_of(node)
         args = ", ".join(name[x] for x in node.inputs)
         where = f" @ {node.where}" if node.where else ""
         lines.append(f"    v{i} = _f{i}({args})  # {node.op.value}{where}")
@@ -76,8 +82,8 @@ def _kernel(node):
     return functools.partial(rule, **node.attrs) if node.attrs else rule
 
 
-def _compile_python(graph: Graph, instrument: bool):
-    source, env = generate_python(graph, instrument)
+def _compile_python(graph: Graph, instrument: bool, kernel_of=None):
+    source, env = generate_python(graph, instrument, kernel_of)
     code = compile(source, f"<isokernel reference {graph.name}>", "exec")
     exec(code, env)  # noqa: S102 - source generated from the verified graph above
     return env["run"], source
@@ -87,11 +93,15 @@ class ReferenceExecutable:
     """Runs a planned graph by the EVAL rules."""
 
     strategy = "reference"
+    forms_run = "reference runs each form as its body, op by op (the EVAL rule)"
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, reductions: str = "reference"):
         self.plan = plan
         self.graph = plan.graph
-        self._run, self._source = _compile_python(self.graph, instrument=False)
+        self.reductions = check_mode(reductions)
+        pixels = pixel_count(self.graph)
+        self._kernel_of = lambda node: reduction_kernel(node, _kernel(node), pixels, reductions)
+        self._run, self._source = _compile_python(self.graph, False, self._kernel_of)
         self._measuring = None
         self.static_liveness = static_liveness(self.graph)
         self.measured_liveness: Liveness | None = None
@@ -103,7 +113,7 @@ class ReferenceExecutable:
         """Run once while tracking every live buffer; returns the outputs and
         stores the measured peak in ``measured_liveness``."""
         if self._measuring is None:
-            self._measuring, _ = _compile_python(self.graph, instrument=True)
+            self._measuring, _ = _compile_python(self.graph, True, self._kernel_of)
         tracker = MeasuringTracker()
         outs = self._measuring(*(np.asarray(a) for a in arrays), tracker)
         self.measured_liveness = tracker.result()
@@ -150,6 +160,9 @@ _NAMES = {
     Op.TRANSPOSE: "numpy.transpose", Op.SLICE: "numpy.ndarray.__getitem__",
     Op.PAD: "numpy.full+__setitem__", Op.REV: "numpy.flip", Op.CONCATENATE: "numpy.concatenate",
     Op.DOT_GENERAL: "numpy.matmul", Op.CAST: "numpy.ndarray.astype",
+    Op.LDEXP: "numpy.ldexp", Op.LOGB: "numpy.frexp (exponent - 1)",
+    Op.TABLE_LOOKUP: "isokernel table_lookup (clamp, floor, lerp)",
+    Op.FUSED: "isokernel fused form (its body, op by op)",
 }
 
 

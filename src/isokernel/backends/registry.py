@@ -6,6 +6,8 @@ from .. import codegen
 from ..codegen import nvrtc
 from .cuda_eager import PROVIDERS as CUDA_EAGER
 from .cuda_eager import CudaEagerExecutable
+from .cuda_fused import PROFILE_PROVIDERS as CUDA_FUSED
+from .cuda_fused import CudaFusedExecutable
 from .cuda_megakernel import PROFILE_PROVIDERS as CUDA_MEGAKERNEL
 from .cuda_megakernel import CudaMegakernelExecutable
 from .native import PROVIDER as NATIVE
@@ -26,6 +28,8 @@ NATIVE_PROFILE = Profile("native-cpu", "cpu", (NATIVE, NUMPY), frozenset({"check
 CUDA_TRUST = frozenset({"checked", "trusted"})
 CUDA_EAGER_PROFILE = Profile("cuda-eager", "cuda", CUDA_EAGER, CUDA_TRUST,
                              probe=nvrtc.unavailable_reason)
+CUDA_FUSED_PROFILE = Profile("cuda-fused", "cuda", CUDA_FUSED, CUDA_TRUST,
+                             probe=nvrtc.unavailable_reason)
 CUDA_MEGAKERNEL_PROFILE = Profile("cuda-megakernel", "cuda", CUDA_MEGAKERNEL, CUDA_TRUST,
                                   probe=nvrtc.unavailable_reason)
 
@@ -41,17 +45,21 @@ CONTRACTS = {
 
 def _register() -> None:
     register_strategy(Strategy("reference", "cpu", CONTRACTS["reference"], REFERENCE_PROFILE,
-                               ReferenceExecutable))
+                               ReferenceExecutable, frozenset({"reductions"})))
     register_strategy(Strategy("threads", "cpu", CONTRACTS["threads"], THREADS_PROFILE,
-                               ThreadsExecutable, frozenset({"workers", "tile_rows"})))
+                               ThreadsExecutable,
+                               frozenset({"workers", "tile_rows", "reductions"})))
     register_strategy(Strategy("native", "cpu", CONTRACTS["native"], NATIVE_PROFILE,
-                               NativeExecutable, frozenset({"workers", "contract"})))
+                               NativeExecutable, frozenset({"workers", "contract", "reductions"})))
     register_strategy(Strategy("cuda-eager", "cuda", CONTRACTS["cuda-eager"],
-                               CUDA_EAGER_PROFILE, CudaEagerExecutable, frozenset({"device"})))
-    register_strategy(Strategy("cuda-fused", "cuda", CONTRACTS["cuda-fused"], None, None))
+                               CUDA_EAGER_PROFILE, CudaEagerExecutable,
+                               frozenset({"device", "reductions"})))
+    register_strategy(Strategy("cuda-fused", "cuda", CONTRACTS["cuda-fused"],
+                               CUDA_FUSED_PROFILE, CudaFusedExecutable,
+                               frozenset({"device", "reductions"})))
     register_strategy(Strategy("cuda-megakernel", "cuda", CONTRACTS["cuda-megakernel"],
                                CUDA_MEGAKERNEL_PROFILE, CudaMegakernelExecutable,
-                               frozenset({"contract", "block_size", "device"})))
+                               frozenset({"contract", "block_size", "device", "reductions"})))
 
 
 _register()

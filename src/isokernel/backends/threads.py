@@ -27,11 +27,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import EVAL, Graph, Node, Op
+from ..transforms.fusion import unfuse
 from .capsules import Capsule, lookup, register, registered
 from .liveness import VIEW_OPS
 from .pixel import ROWS, WHOLE, Outside, Partition, Region, partition
 from .planning import Plan
 from .platform import cpu_budget
+from .reductions import check_mode
+from .reductions import kernel as reduction_kernel
 from .reference import PROVIDER as NUMPY_PROVIDER
 from .reference import _kernel
 
@@ -61,6 +64,16 @@ def _reduce_into(ufunc, typed: bool):
     return rule
 
 
+def _via_eval(op: Op):
+    """EVAL's own function, its result copied into ``out``: for the ops whose
+    reference meaning is a short NumPy composition rather than one ufunc
+    (ldexp, logb, table_lookup). A tile-sized temporary, in cache."""
+    def rule(*xs, out, **attrs):
+        np.copyto(out, EVAL[op](*xs, **attrs))
+        return out
+    return rule
+
+
 def _pad_into(x, value, *, out, lo, hi, interior):
     out[...] = value
     spots = tuple(slice(a, a + (d - 1) * (i + 1) + 1, i + 1)
@@ -79,17 +92,20 @@ INTO.update({
     Op.REDUCE_MIN: _reduce_into(np.minimum, typed=False),
     Op.PAD: _pad_into,
     Op.CONCATENATE: lambda *xs, out, axis: np.concatenate(xs, axis=axis, out=out),
+    **{op: _via_eval(op) for op in (Op.LDEXP, Op.LOGB, Op.TABLE_LOOKUP)},
 })
 """For every op a tile computes into scratch: the reference's NumPy rule with
 an ``out`` buffer. The ufunc ops are EVAL's own ufuncs; the others restate
 EVAL's meaning (``np.where`` as two ``copyto``; ``np.sum`` as ``add.reduce``)
-and ``tests/test_threads.py`` checks each against EVAL bit for bit. View ops
+or run EVAL's function and copy (ldexp, logb, table look-ups), and
+``tests/test_threads.py`` checks each against EVAL bit for bit. View ops
 (broadcast, reshape, transpose, slice, rev) use EVAL itself: they allocate
 no data."""
 
-NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL})
-"""Leaves, and the matrix product, which always runs whole: BLAS may block a
-row slice differently from the full matrix."""
+NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED})
+"""Leaves; the matrix product, which always runs whole: BLAS may block a row
+slice differently from the full matrix; and fused forms, which this strategy
+has no kernels for: it unfuses the graph first and tiles the composition."""
 
 
 def _tile_attrs(node: Node, rows: int) -> dict:
@@ -377,12 +393,20 @@ class RegionRunner:
 
 class StagedExecutable:
     """Runs a partition: whole stages by the reference rules, regions by
-    ``run_region``; values are dropped after the last stage that reads them."""
+    ``run_region``; values are dropped after the last stage that reads them.
+    The partition's graph is the plan's with every fused form unfused (the
+    CPU strategies run a form's composition: ``threads`` has no kernels for
+    the forms and ``native`` fuses the whole region anyway)."""
 
-    def __init__(self, plan: Plan, part: Partition):
+    def __init__(self, plan: Plan, part: Partition, reductions: str = "reference"):
         self.plan = plan
-        self.graph: Graph = plan.graph
+        self.graph: Graph = part.graph
         self.partition = part
+        self.reductions = check_mode(reductions)
+        self._whole = {node: reduction_kernel(node, _kernel(node), part.pixels, reductions,
+                                              self._run_blocks, tasks=2 * self.workers)
+                       for stage in part.stages if isinstance(stage, Outside)
+                       for node in stage.nodes}
         self._release = _release_after(part)
         self.static_liveness = None
         self.measured_liveness = None
@@ -392,7 +416,7 @@ class StagedExecutable:
         for k, stage in enumerate(self.partition.stages):
             if isinstance(stage, Outside):
                 for node in stage.nodes:
-                    env[node] = _kernel(node)(*(_value(env, x) for x in node.inputs))
+                    env[node] = self._whole[node](*(_value(env, x) for x in node.inputs))
             else:
                 self.run_region(k, stage, env)
             for dead in self._release[k]:
@@ -401,6 +425,10 @@ class StagedExecutable:
 
     def run_region(self, k: int, region: Region, env: dict) -> None:
         raise NotImplementedError
+
+    def _run_blocks(self, work, count: int) -> None:
+        """The work units of a deterministic reduction, on the pool."""
+        run_tasks(work, count, self.workers)
 
     def measure(self, *arrays):
         """Runs once; live-buffer tracking is the reference strategy's."""
@@ -434,10 +462,13 @@ def _release_after(part: Partition) -> list[list[Node]]:
 
 class ThreadsExecutable(StagedExecutable):
     strategy = "threads"
+    forms_run = ("threads has no kernels for the forms: it unfuses them and runs the "
+                 "composition in its tiles")
 
-    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None):
-        super().__init__(plan, partition(plan.graph))
+    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None,
+                 reductions: str = "reference"):
         self.workers, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph)), reductions)
         if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
             raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
                              f"tile_rows=4096, or leave it to the L2 cache size")
@@ -492,7 +523,7 @@ def node_plan(plan: Plan, part: Partition, provider: str) -> NodePlan:
         if node.op in (Op.INPUT, Op.CONST):
             continue
         capsules[node] = lookup(node.op, provider if node in inside else NUMPY_PROVIDER)
-    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
+    return NodePlan(part.graph, plan.profile, plan.capsules, capsules)
 
 
 def _register_capsules() -> None:

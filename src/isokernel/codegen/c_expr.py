@@ -19,11 +19,19 @@ NumPy's semantics, restated:
   NumPy's cast loop gives on this CPU: INT_MIN on x86-64 ("integer
   indefinite"), saturation elsewhere (probed once at import);
 - integer ``power`` raises for negative exponents in NumPy, which C cannot
-  reproduce: it has no rule.
+  reproduce: it has no rule;
+- ``ldexp``, ``logb`` and ``copysign`` (the exact exponent and sign ops of
+  portable numerics) and the table look-up restate ``isokernel.ir.eval``:
+  ldexp is IEEE scaleB with the exponent truncated, clamped to ±4096 and a
+  NaN exponent giving NumPy's NaN; logb reads the exponent bits; the look-up
+  is the reference's clamp, floor and four-rounding lerp with its NaN rules
+  written out (C's fmin/fmax would drop a NaN). All are branch-free
+  (selects, integer and bit operations), so loops over them vectorize.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,11 +115,20 @@ def _abs(t: Ctx, x):
     return f"{math_name(t.dtype, 'fabs')}({x})"
 
 
+def _pick(dtype, cond: str, x: str, y: str) -> str:
+    """``cond ? x : y`` for a float dtype, as the bit-mask select helper:
+    GCC threads chains of ``?:`` on related conditions (a class index
+    compared with 0, 1, 2 ...; a value's sign) into branches, and a loop
+    with branches does not vectorize."""
+    return f"isk_select_{SHORT[dtype]}((uint8_t)({cond}), {x}, {y})"
+
+
 def _sign(t: Ctx, x):
     if t.dtype in dtypes.INTS:
         return f"({t.ctype})(({x} > 0) - ({x} < 0))"
     one, zero = literal(1, t.dtype), literal(0, t.dtype)
-    return f"({x} > 0 ? {one} : ({x} < 0 ? -{one} : ({x} == 0 ? {zero} : {x})))"
+    inner = _pick(t.dtype, f"{x} == 0", zero, x)
+    return _pick(t.dtype, f"{x} > 0", one, _pick(t.dtype, f"{x} < 0", f"-{one}", inner))
 
 
 def _float_only(name: str):
@@ -125,7 +142,7 @@ def _float_only(name: str):
 def _extreme(cmp: str):
     def rule(t: Ctx, x, y):
         if t.dtype in dtypes.FLOATS:
-            return f"(({x} {cmp} {y} || {x} != {x}) ? {x} : {y})"
+            return _pick(t.dtype, f"({x} {cmp} {y}) | ({x} != {x})", x, y)
         return f"({x} {cmp} {y} ? {x} : {y})"
     return rule
 
@@ -150,6 +167,49 @@ def _cast(t: Ctx, x, *, dtype=None):
     if src in dtypes.FLOATS and dst in dtypes.INTS:
         return f"isk_{SHORT[src]}_to_{SHORT[dst]}({x})"
     return f"({CTYPE[dst]}){x}"
+
+
+def _exponent_op(name: str):
+    """ldexp and logb: prelude helpers (no libm call, so they vectorize)."""
+    def rule(t: Ctx, *xs):
+        if t.dtype not in dtypes.FLOATS:
+            return None
+        return f"isk_{name}_{SHORT[t.dtype]}({', '.join(xs)})"
+    return rule
+
+
+def table_name(attrs: dict, dtype: np.dtype) -> str:
+    """The C name of a table's data in ``dtype``: a digest of the values,
+    so two look-ups into one table share one array."""
+    digest = hashlib.sha1(attrs["values"].value.tobytes()).hexdigest()[:12]
+    return f"isk_tab_{digest}_{SHORT[dtype]}"
+
+
+def table_data(attrs: dict, dtype: np.dtype) -> str:
+    """The table's values, rounded to ``dtype`` as the reference rounds
+    them, as a static array of exact literals (layers one after another)."""
+    values = attrs["values"].value
+    items = [literal(v, dtype) for v in values.astype(dtype).ravel()]
+    rows = [", ".join(items[k:k + 6]) for k in range(0, len(items), 6)]
+    body = ",\n    ".join(rows)
+    return (f"/* table '{attrs['name']}': {values.shape[0]} layer(s) x {values.shape[1]} "
+            f"nodes */\nstatic const {CTYPE[dtype]} {table_name(attrs, dtype)}"
+            f"[{values.size}] = {{\n    {body}\n}};\n")
+
+
+def _table_lookup(t: Ctx, x, layer):
+    if t.dtype not in dtypes.FLOATS or t.attrs["mode"] != "exact":
+        return None
+    layers, nodes = t.attrs["values"].value.shape
+    return (f"isk_lookup_{SHORT[t.dtype]}({table_name(t.attrs, t.dtype)}, {layers}, {nodes}, "
+            f"{literal(t.attrs['x0'], t.dtype)}, {literal(t.attrs['step'], t.dtype)}, "
+            f"{x}, {layer})")
+
+
+def _select(t: Ctx, c, x, y):
+    if t.out in dtypes.FLOATS:
+        return f"isk_select_{SHORT[t.out]}({c}, {x}, {y})"
+    return f"({c} ? {x} : {y})"
 
 
 MATH = {
@@ -184,9 +244,14 @@ C_EXPR = {
     Op.LE: _compare("<="),
     Op.GT: _compare(">"),
     Op.GE: _compare(">="),
-    Op.AND: lambda t, x, y: f"(uint8_t)({x} && {y})",
-    Op.OR: lambda t, x, y: f"(uint8_t)({x} || {y})",
-    Op.SELECT: lambda t, c, x, y: f"({c} ? {x} : {y})",
+    # bools are 0/1 bytes: bitwise, so no short-circuit branch stops vectorization
+    Op.AND: lambda t, x, y: f"(uint8_t)({x} & {y})",
+    Op.OR: lambda t, x, y: f"(uint8_t)({x} | {y})",
+    Op.SELECT: _select,
+    Op.LDEXP: _exponent_op("ldexp"),
+    Op.LOGB: _exponent_op("logb"),
+    Op.COPYSIGN: _float_only("copysign"),
+    Op.TABLE_LOOKUP: _table_lookup,
     # reductions: the expression that combines two partial results
     Op.REDUCE_SUM: _wrap("+"),
     Op.REDUCE_PROD: _wrap("*"),
@@ -274,14 +339,136 @@ def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int) -> str
     return f"ISK_INLINE {t} isk_{src}_to_{dst}({ctype} x)\n{{\n    {body}\n}}\n"
 
 
+def _select_helper(s: str, t: str, u: str) -> str:
+    """``c ? a : b`` as bit masks (exact: the chosen operand's bits, NaN
+    payloads and signed zeros included); GCC emits a blend."""
+    return (f"ISK_INLINE {t} isk_select_{s}(uint8_t c, {t} a, {t} b)\n"
+            f"{{\n    union {{ {u} u; {t} f; }} x, y;\n"
+            f"    const {u} m = ({u})0 - ({u})c;\n"
+            f"    x.f = a;\n    y.f = b;\n    x.u = (x.u & m) | (y.u & ~m);\n"
+            f"    return x.f;\n}}\n")
+
+
 def _bits_helper(s: str, t: str, u: str) -> str:
     return (f"ISK_INLINE {t} isk_bits_{s}({u} bits)\n"
             f"{{\n    union {{ {u} u; {t} f; }} v;\n    v.u = bits;\n    return v.f;\n}}\n")
 
 
+def _ldexp_helper(s: str, t: str, u: str, top: int, low: int, step: int, bits: int,
+                  magic: str) -> str:
+    """numpy.ldexp with EVAL's exponent rules, by musl's scalbn steps: up to
+    two scalings by 2^top (or by 2^-step) bring n into the normal range
+    and only the last product can round, so the result is the one correctly
+    rounded x·2^n (also in the subnormal range).
+
+    Written so that loops over it vectorize: no control flow and no
+    float-to-integer conversion (GCC turns a conversion of a clamped value
+    into branches, and will not vectorize truncf under -ftrapping-math).
+    The exponent stays an exact small integer in floating point: trunc is
+    rint corrected towards zero, each step multiplies by a constant
+    selected on n (2^top or 1), and 2^m is built by adding m to a magic
+    constant whose low bits then hold m + bias."""
+    f = "f" if t == "float" else ""
+    nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
+    one, zero = f"1.0{f}", f"0.0{f}"
+    return f"""\
+ISK_INLINE {t} isk_ldexp_{s}({t} x, {t} nf)
+{{  /* n = trunc(clamp(nf, -4096, 4096)); NaN n gives NumPy's NaN */
+    const {t} z = nf == nf ? nf : {zero};
+    const {t} lo = z < -4096.0{f} ? -4096.0{f} : z;
+    const {t} c = z > 4096.0{f} ? 4096.0{f} : lo;
+    const {t} near = rint{f}(c);
+    const {t} n = fabs{f}(near) > fabs{f}(c) ? near - copysign{f}({one}, c) : near;
+    const {t} y = x * (n > {top}.0{f} ? 0x1p{top}{f} : {one})
+                  * (n > {2 * top}.0{f} ? 0x1p{top}{f} : {one})
+                  * (n < {low}.0{f} ? 0x1p-{step}{f} : {one})
+                  * (n < {low - step}.0{f} ? 0x1p-{step}{f} : {one});
+    const {t} m0 = n - (n > {top}.0{f} ? {top}.0{f} : {zero})
+                   - (n > {2 * top}.0{f} ? {top}.0{f} : {zero})
+                   + (n < {low}.0{f} ? {step}.0{f} : {zero})
+                   + (n < {low - step}.0{f} ? {step}.0{f} : {zero});
+    const {t} m1 = m0 > {top}.0{f} ? {top}.0{f} : m0;
+    const {t} m = m1 < {low}.0{f} ? {low}.0{f} : m1;
+    union {{ {u} u; {t} f; }} scale, nan;
+    scale.f = m + ({top}.0{f} + 0x1p{bits}{f});
+    scale.u = (scale.u - {magic}) << {bits};
+    nan.u = {nan};
+    const {t} r = y * scale.f;
+    return nf != nf ? nan.f : r;
+}}
+"""
+
+
+def _logb_helper(s: str, t: str, u: str, bits: int, bias: int, lift: int, magic: str) -> str:
+    """EVAL's logb: the unbiased exponent read from the bits (a subnormal is
+    first scaled by 2^lift, exactly), converted to a float exactly by the
+    2^mantissa-bits trick; -inf at ±0, +inf at ±inf, x itself at NaN."""
+    f = "f" if t == "float" else ""
+    inf = "0x7f800000u" if t == "float" else "0x7ff0000000000000ull"
+    return f"""\
+ISK_INLINE {t} isk_logb_{s}({t} x)
+{{
+    union {{ {u} u; {t} f; }} a, b, e, inf;
+    a.f = x;
+    a.u &= ~(({u})1 << {bits + (11 if t == "double" else 8)});
+    b.f = a.f * 0x1p{lift}{f};
+    e.u = ({u}){magic} | (a.u >> {bits});
+    {t} normal = (e.f - 0x1p{bits}{f}) - {bias}.0{f};
+    e.u = ({u}){magic} | (b.u >> {bits});
+    {t} tiny = (e.f - 0x1p{bits}{f}) - {bias + lift}.0{f};
+    inf.u = {inf};
+    {t} r = a.u < (({u})1 << {bits}) ? tiny : normal;
+    r = a.f == 0 ? -inf.f : r;
+    r = a.f == inf.f ? inf.f : r;
+    return x != x ? x : r;
+}}
+"""
+
+
+def _lookup_helper(s: str, t: str, u: str, bits: int, magic: str) -> str:
+    """EVAL's table_lookup, operation for operation, with the same care for
+    vectorization as ldexp: floor is rint corrected downwards, the indices
+    come out of the bits of a magic sum, not from a conversion. The layer
+    index floor(clamp(layer, 0, L-1)) equals clip(trunc(layer), 0, L-1)."""
+    f = "f" if t == "float" else ""
+    nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
+    index = "int32_t" if t == "float" else "int64_t"  # one vector width with the floats
+    return f"""\
+ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {t} x0,
+                             {t} step, {t} x, {t} layer)
+{{  /* u = clamp((x - x0) / step, 0, n-1) as numpy.maximum/minimum (NaN stays) */
+    const {t} top = ({t})(nodes - 1), last = ({t})(nodes - 2), deepest = ({t})(layers - 1);
+    const {t} q = (x - x0) / step;
+    const {t} low = (q > 0 || q != q) ? q : ({t})0;
+    const {t} u = (low < top || low != low) ? low : top;
+    const {t} probe = u + layer;  /* NaN iff either is: u is finite or NaN here */
+    const {index} bad = probe != probe;
+    const {t} us = bad ? ({t})0 : u;
+    const {t} near = rint{f}(us);
+    const {t} fl = near > us ? near - ({t})1 : near;
+    const {t} i = fl < last ? fl : last;
+    const {t} w = u - i;
+    const {t} l0 = bad ? ({t})0 : layer;
+    const {t} l1 = l0 > 0 ? l0 : ({t})0;
+    const {t} l2 = l1 < deepest ? l1 : deepest;
+    const {t} lnear = rint{f}(l2);
+    const {t} l = lnear > l2 ? lnear - ({t})1 : lnear;
+    union {{ {u} u; {t} f; }} at_i, at_l, nan;
+    at_i.f = i + 0x1p{bits}{f};
+    at_l.f = l + 0x1p{bits}{f};
+    const {index} at = ({index})(at_l.u - {magic}) * nodes + ({index})(at_i.u - {magic});
+    const {t} r = (({t})1 - w) * table[at] + w * table[at + 1];
+    nan.u = {nan};
+    return bad ? nan.f : r;
+}}
+"""
+
+
 HELPERS = {
     "isk_bits_f32": _bits_helper("f32", "float", "uint32_t"),
     "isk_bits_f64": _bits_helper("f64", "double", "uint64_t"),
+    "isk_select_f32": _select_helper("f32", "float", "uint32_t"),
+    "isk_select_f64": _select_helper("f64", "double", "uint64_t"),
     "isk_floordiv_f32": _divmod_helpers("f32", "float"),
     "isk_floordiv_f64": _divmod_helpers("f64", "double"),
     "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t"),
@@ -290,6 +477,16 @@ HELPERS = {
        for s in ("f32", "f64")
        for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
                                   ("i64", "int64_t", "INT64_MIN", "INT64_MAX", 64))},
+    "isk_ldexp_f32": _ldexp_helper("f32", "float", "uint32_t", 127, -126, 102, 23,
+                                   "0x4b000000u"),
+    "isk_ldexp_f64": _ldexp_helper("f64", "double", "uint64_t", 1023, -1022, 969, 52,
+                                   "0x4330000000000000ull"),
+    "isk_logb_f32": _logb_helper("f32", "float", "uint32_t", 23, 127, 25, "0x4b000000u"),
+    "isk_logb_f64": _logb_helper("f64", "double", "uint64_t", 52, 1023, 54,
+                                 "0x4330000000000000ull"),
+    "isk_lookup_f32": _lookup_helper("f32", "float", "uint32_t", 23, "0x4b000000u"),
+    "isk_lookup_f64": _lookup_helper("f64", "double", "uint64_t", 52,
+                                     "0x4330000000000000ull"),
 }
 """Prelude functions by name; the floordiv entry also defines rem (and the
 shared divmod), so ``isk_rem_*`` maps to it in ``helper_for``."""

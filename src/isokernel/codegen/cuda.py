@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Attrs, Aval, Graph, Node, Op, dtypes
-from .c_expr import C_EXPR, CTYPE, REDUCE_IDENTITY, SHORT, Ctx, literal
+from ..ir import Attrs, Aval, Graph, Literal, Node, Op, dtypes
+from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, SHORT, Ctx, helper_for, literal
 from .emit import Body, emit_body, prelude, supports
 from .pixel import ROWS, WHOLE, Partition, Region, partition
 
@@ -151,11 +151,19 @@ def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
             body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes)
             kernels.append(RegionKernel(f"isk_{stem}_r{k}", body, stage))
     parts = [_header([k.name for k in kernels], f"Graph {graph.name}", contract), PRELUDE,
-             "\n", _outside_lines(part), prelude([h for k in kernels for h in k.body.helpers])]
+             "\n", _outside_lines(part), prelude([h for k in kernels for h in k.body.helpers]),
+             device_data(d for k in kernels for d in k.body.data)]
     for kernel in kernels:
         parts += [kernel.body.function, "\n", region_wrapper(kernel.body, kernel.name), "\n"]
     source = record("".join(parts).rstrip("\n") + "\n")
     return CudaModule(source, tuple(kernels), part, bool(contract), nvrtc_options(contract))
+
+
+def device_data(data) -> str:
+    """The bodies' static arrays (table values), each once, in device
+    memory: a file-scope ``static const`` array is host data in CUDA C++."""
+    return "".join(d.replace("static const ", "static __device__ const ", 1)
+                   for d in dict.fromkeys(data))
 
 
 def cuda_source(graph: Graph, contract: bool = False) -> str:
@@ -192,9 +200,16 @@ def _input(aval: Aval, index: int) -> Node:
 def _signature_text(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) -> str:
     parts = [op.value, *(f"{SHORT[d]}{k}" for d, k in zip(operand_dtypes, kinds)),
              SHORT[out_dtype]]
-    parts += [f"{k}={dtypes.SHORT[v] if isinstance(v, np.dtype) else v}"
-              for k, v in sorted(attrs.items())]
+    parts += [f"{k}={_attr_text(v)}" for k, v in sorted(attrs.items())]
     return "_".join(parts)
+
+
+def _attr_text(value) -> str:
+    if isinstance(value, np.dtype):
+        return dtypes.SHORT[value]
+    if isinstance(value, Literal):  # a table's values: a digest names them
+        return hashlib.sha1(value.value.tobytes()).hexdigest()[:10]
+    return str(value)
 
 
 def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) -> ElementwiseKernel:
@@ -230,7 +245,8 @@ def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) ->
     name = "isk_e_" + re.sub(r"\W", "_", text)
     body = emit_body(f"{name}_point", region, numbers.__getitem__, modes)
     source = "".join([_header([name], f"Eager kernel: {text}", False), PRELUDE, "\n",
-                      prelude(body.helpers), body.function, "\n", region_wrapper(body, name)])
+                      prelude(body.helpers), device_data(body.data), body.function, "\n",
+                      region_wrapper(body, name)])
     return ElementwiseKernel(name, record(source), tuple(vectors), tuple(scalars), op,
                              dict(attrs), body)
 
@@ -253,6 +269,12 @@ class ReductionKernels:
 def _combine_function(op: Op, ctype: str, dtype: np.dtype) -> str:
     expr = C_EXPR[op](Ctx(dtype, dtype, {}), "a", "b")
     return f"ISK_INLINE {ctype} isk_combine({ctype} a, {ctype} b)\n{{\n    return {expr};\n}}\n"
+
+
+def _helpers_of(text: str) -> str:
+    """The prelude of the helpers ``text`` calls."""
+    names = {helper_for(n) for n in re.findall(r"\bisk_\w+(?=\()", text)} & set(HELPERS)
+    return prelude(names)
 
 
 def _start(op: Op, dtype: np.dtype, first: str) -> tuple[str, str]:
@@ -331,15 +353,21 @@ extern "C" __global__ void {name}(const {t} *restrict part, {t} *restrict out,
 
 def _sequential_kernel(name: str, t: str, op: Op, dtype: np.dtype) -> str:
     init, begin = _start(op, dtype, "x[m * length]")
+    nan = ""
+    if op not in REDUCE_IDENTITY and dtype in dtypes.FLOATS:
+        # the C emitter's rule (NumPy's loop along the contiguous axis): a NaN
+        # first element gives NumPy's own NaN, not its payload
+        nan = (f"        if (nan_first && x[m * length] != x[m * length]) "
+               f"acc = {literal(np.nan, dtype)};\n")
     return f"""\
 extern "C" __global__ void {name}(const {t} *restrict x, {t} *restrict out,
-    const int64_t outputs, const int64_t length)
+    const int64_t outputs, const int64_t length, const int64_t nan_first)
 {{  /* a left fold over every reduced element, in C order */
 {grid_stride("outputs")}    {{
         const int64_t m = i;
         {t} acc = {init};
         for (int64_t k = {begin}; k < length; k++) acc = isk_combine(acc, x[m * length + k]);
-        out[m] = acc;
+{nan}        out[m] = acc;
     }}
 }}
 """
@@ -351,11 +379,12 @@ def reduction_kernels(op: Op, dtype) -> ReductionKernels:
     t = CTYPE[dtype]
     stem = f"isk_{op.value}_{SHORT[dtype]}"
     names = [f"{stem}_{part}" for part in ("leaf", "combine", "fold", "sequential")]
-    body = [_combine_function(op, t, dtype), "\n", _leaf_kernel(names[0], t, op, dtype), "\n",
-            _combine_kernel(names[1], t), "\n", _fold_kernel(names[2], t, op, dtype), "\n",
-            _sequential_kernel(names[3], t, op, dtype)]
+    body = "".join([_combine_function(op, t, dtype), "\n", _leaf_kernel(names[0], t, op, dtype),
+                    "\n", _combine_kernel(names[1], t), "\n",
+                    _fold_kernel(names[2], t, op, dtype), "\n",
+                    _sequential_kernel(names[3], t, op, dtype)])
     what = f"Deterministic {op.value} of {SHORT[dtype]} (order: isokernel.codegen.reduce)"
-    source = _header(names, what, False) + PRELUDE + "\n" + "".join(body)
+    source = _header(names, what, False) + PRELUDE + "\n" + _helpers_of(body) + body
     return ReductionKernels(record(source), op, dtype, *names)
 
 
@@ -374,3 +403,100 @@ def record(source: str) -> str:
 def generated_sources() -> list[str]:
     """Every distinct CUDA source generated so far in this process."""
     return list(_GENERATED.values())
+
+
+# --- fused forms, the deterministic tree, hardware table filtering ------------------------
+
+def fused_module(node: Node) -> CudaModule | None:
+    """One kernel for a ``fused`` node: its body graph as a megakernel
+    module, when the whole body is one row region (the elementwise forms);
+    None otherwise (e.g. a logsumexp across the pixel axis), and the form
+    then runs as its composition. The body holds exactly the ops the form
+    stands for, so the kernel computes the composition's bits."""
+    module = cuda_module(node.attrs["body"].graph)
+    stages = module.partition.stages
+    if len(stages) == 1 and len(module.kernels) == 1:
+        return module
+    return None
+
+
+@dataclass(frozen=True)
+class HalvingKernels:
+    source: str
+    op: Op
+    dtype: np.dtype
+    level: str  # one level of the halving tree in every block
+
+
+def halving_kernels(op: Op, dtype) -> HalvingKernels:
+    """One level of the deterministic tree (``backends.reductions``) over
+    the rows of a (rows, cols) array cut into blocks of ``block`` rows:
+    with n the block's current length and h = ceil(n/2), r[i] ⊕= r[i+h]
+    for i < n − h. Full blocks have length ``n_full``, the last ``n_last``.
+    In place: a level writes rows below n − h and reads rows from h on,
+    which never overlap."""
+    dtype = np.dtype(dtype)
+    t = CTYPE[dtype]
+    name = f"isk_{op.value}_{SHORT[dtype]}_halving"
+    kernel = f"""\
+extern "C" __global__ void {name}({t} *restrict r, const int64_t blocks, const int64_t block,
+    const int64_t n_full, const int64_t n_last, const int64_t cols)
+{{  /* one level of the halving tree, in every block at once */
+    const int64_t half = (n_full + 1) / 2;
+{grid_stride("blocks * half * cols")}    {{
+        const int64_t c = i % cols, rest = i / cols;
+        const int64_t k = rest / half, j = rest - k * half;
+        const int64_t n = k == blocks - 1 ? n_last : n_full;
+        const int64_t h = (n + 1) / 2;
+        if (j < n - h) {{
+            {t} *restrict a = r + (k * block + j) * cols + c;
+            *a = isk_combine(*a, r[(k * block + j + h) * cols + c]);
+        }}
+    }}
+}}
+"""
+    body = _combine_function(op, t, dtype) + "\n" + kernel
+    what = f"Deterministic tree of {op.value} over {SHORT[dtype]} (backends.reductions)"
+    source = _header([name], what, False) + PRELUDE + "\n" + _helpers_of(body) + body
+    return HalvingKernels(record(source), op, dtype, name)
+
+
+@dataclass(frozen=True)
+class TextureKernel:
+    source: str
+    dtype: np.dtype
+    name: str
+
+
+def texture_kernel(dtype) -> TextureKernel:
+    """A table look-up in ``hardware`` mode: the texture unit's linear
+    filtering over float32 texels (a 2-D texture: nodes across, layers
+    down, clamped addressing). The abscissa is scaled and clamped as the
+    reference does, in ``dtype``; the texel coordinate is then u + 0.5 and
+    the layer's row centre, so the layer is never blended. The blend weight
+    is the hardware's 9-bit fixed-point fraction (8 bits after the point):
+    the result is within |v[i+1] − v[i]|/256 of the exact lerp, plus the
+    float32 rounding of the texels; never bit-reproducible."""
+    dtype = np.dtype(dtype)
+    t = CTYPE[dtype]
+    f = "f" if dtype == dtypes.float32 else ""
+    name = f"isk_texture_lookup_{SHORT[dtype]}"
+    nan = literal(np.nan, dtype)
+    kernel = f"""\
+extern "C" __global__ void {name}(const {t} *restrict x, const {t} *restrict layer,
+    {t} *restrict out, const cudaTextureObject_t table, const {t} x0, const {t} spacing,
+    const {t} last_node, const {t} last_layer, const int64_t rows)
+{{  /* hardware-filtered table look-up (tolerance-bounded, not bit-exact) */
+{grid_stride()}    {{
+        const {t} u = (x[i] - x0) / spacing;
+        const {t} l = layer[i];
+        const {t} uc = fmin{f}(fmax{f}(u, ({t})0), last_node);
+        const {t} lc = fmin{f}(fmax{f}(trunc{f}(l), ({t})0), last_layer);
+        const float texel = tex2D<float>(table, (float)uc + 0.5f, (float)lc + 0.5f);
+        out[i] = (u != u || l != l) ? {nan} : ({t})texel;
+    }}
+}}
+"""
+    source = (_header([name], f"Hardware table look-up, {SHORT[dtype]}", False) + PRELUDE +
+              "\n" + _helpers_of(kernel) + kernel)
+    return TextureKernel(record(source), dtype, name)

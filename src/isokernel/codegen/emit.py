@@ -30,8 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import EVAL, Node, Op, dtypes
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
-from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, Ctx, helper_for, literal
+from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
+from .c_expr import (
+    C_EXPR,
+    CTYPE,
+    HELPERS,
+    REDUCE_IDENTITY,
+    SHORT,
+    Ctx,
+    helper_for,
+    literal,
+    table_data,
+)
 from .reduce import plan as reduce_plan
 
 MAX_ROW_ELEMENTS = 64
@@ -56,12 +66,13 @@ class Body:
     whole_inputs: tuple[Node, ...]  # non-constant whole inputs, passed as pointers
     outputs: tuple[Node, ...]
     math: frozenset[str]  # libm functions called, e.g. {"exp", "sqrtf"}
+    data: tuple[str, ...] = ()  # static arrays it reads (the tables of look-ups)
 
     @property
     def text(self) -> str:
-        """Prelude and function: everything a wrapper needs besides
+        """Prelude, data and function: everything a wrapper needs besides
         ``ISK_INLINE``, <math.h> and <stdint.h>."""
-        return prelude(self.helpers) + self.function
+        return prelude(self.helpers) + "".join(self.data) + self.function
 
 
 def supports(node: Node, modes: tuple[str, ...]) -> bool:
@@ -80,7 +91,7 @@ def supports(node: Node, modes: tuple[str, ...]) -> bool:
         reduced = math.prod(x.shape[a] for a in node.attrs["axes"])
         fresh = x.op in ELEMENTWISE or x.op in REDUCE
         return fresh and 0 < reduced <= MAX_REDUCED
-    if node.op not in ELEMENTWISE:
+    if node.op not in ELEMENTWISE | TABLE:
         return False
     names = ["x"] * len(node.inputs)
     return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
@@ -105,6 +116,7 @@ class _Emitter:
         self.values: dict[Node, np.ndarray] = {}  # row names, shape (1, *row shape)
         self.whole: dict[Node, np.ndarray] = {}  # names of values read whole, their shape
         self.math: set[str] = set()
+        self.data: dict[str, None] = {}  # table definitions, in first-use order
 
     def emit(self) -> Body:
         params = self._inputs()
@@ -117,7 +129,7 @@ class _Emitter:
                          & set(HELPERS))
         whole = tuple(x for x in self.region.whole_inputs if x.op is not Op.CONST)
         return Body(self.name, text, tuple(helpers), tuple(self.region.row_inputs), whole,
-                    tuple(self.region.outputs), frozenset(self.math))
+                    tuple(self.region.outputs), frozenset(self.math), tuple(self.data))
 
     def _inputs(self) -> list[str]:
         params = []
@@ -174,6 +186,8 @@ class _Emitter:
         elif node.op in REDUCE:
             self.values[node] = self._reduce(node)
         else:
+            if node.op in TABLE:
+                self.data[table_data(dict(node.attrs), node.dtype)] = None
             operands = [x.ravel() for x in self._operands(node)]
             exprs = [self._expr(node, [o[j] for o in operands])
                      for j in range(math.prod(node.shape[1:]))]
@@ -225,15 +239,24 @@ class _Emitter:
         return self._define(node, exprs)
 
     def _fold(self, node: Node, names: list[str]) -> str:
-        """NumPy's left fold, from the identity for sum and product."""
+        """NumPy's left fold, from the identity for sum and product. For a
+        float max/min along the contiguous last axis NumPy's loop returns its
+        own NaN (not the element's payload) when the first element is NaN;
+        along other axes the first NaN met wins, as the fold does."""
         combine = C_EXPR[node.op]
         ctx = _ctx(node)
         if node.op in REDUCE_IDENTITY:
             acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
         else:
             acc, names = names[0], names[1:]
+        first = acc
         for name in names:
             acc = combine(ctx, acc, name)
+        x = node.inputs[0]
+        if node.op not in REDUCE_IDENTITY and node.dtype in dtypes.FLOATS and \
+                x.aval.ndim - 1 in node.attrs["axes"]:
+            nan = literal(np.nan, node.dtype)
+            acc = f"isk_select_{SHORT[node.dtype]}((uint8_t)({first} != {first}), {nan}, {acc})"
         return acc
 
 

@@ -71,6 +71,9 @@ def host_source(kernels: list[tuple[Body, str]], graph_name: str, vector_math: b
     if vector_math:
         parts.append(simd_declarations(set().union(*(b.math for b, _ in kernels))))
     parts.append(prelude([h for b, _ in kernels for h in b.helpers]))
+    data = "".join(dict.fromkeys(d for b, _ in kernels for d in b.data))
+    if data:
+        parts.append(data)
     for body, kernel in kernels:
         decls, names = _params(body)
         parts += [body.function, _block_function(body, kernel, decls, names),

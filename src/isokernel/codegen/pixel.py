@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir import Graph, Node, Op
-from ..ir.ops import ELEMENTWISE, LEAF, REDUCE
+from ..ir.ops import ELEMENTWISE, LEAF, REDUCE, TABLE
 
 ROWS, WHOLE = "rows", "whole"
 
@@ -53,7 +53,7 @@ def _concatenate(node: Node, pixels: int):
 
 
 ROW_RULES: dict[Op, Callable] = {
-    **{op: _elementwise for op in ELEMENTWISE},
+    **{op: _elementwise for op in ELEMENTWISE | TABLE},
     **{op: _keeps_axis0(lambda a: 0 not in a["axes"]) for op in REDUCE},
     Op.BROADCAST: _broadcast,
     Op.RESHAPE: _keeps_axis0(lambda a: len(a["shape"]) > 0),
@@ -64,7 +64,11 @@ ROW_RULES: dict[Op, Callable] = {
     Op.CONCATENATE: _concatenate,
 }
 """For each row-local op: how a node reads each operand (``ROWS`` or
-``WHOLE``), or None when this node of the op is not row-local."""
+``WHOLE``), or None when this node of the op is not row-local. A table
+look-up is pointwise in its abscissa and layer (the table rides in the
+node). A fused form has no rule: the strategies that partition run its
+composition, so they unfuse the graph first (a fused node that reached
+``partition`` would run whole, by the reference)."""
 # RESHAPE and SLICE also need the result's axis 0 to be the pixel axis,
 # which ``row_modes`` checks for every op.
 

@@ -13,7 +13,11 @@ a measurement, stated here so every figure can be recomputed:
     tan, pow, arctan2                                      20   (pow = log, ×, exp)
 
 Layout ops and casts move data and count 0; reductions count one operation
-per element reduced; ``dot_general`` counts 2·K per result element.
+per element reduced; ``dot_general`` counts 2·K per result element. The
+exact exponent and sign ops (ldexp, logb, copysign) count 1 like any basic
+operation; a table look-up counts the 11 basic operations of its reference
+meaning (offset, scale, clamp ×2, floor, index clamp, fraction, lerp ×4);
+a fused form counts its body, op by op.
 
 Bytes moved depend on the strategy (``STRATEGY_MODELS``): *eager* — every
 non-view result is written to memory and every operand read back from it
@@ -58,6 +62,10 @@ def _reduce(node: Node) -> int:
     return node.inputs[0].aval.size
 
 
+def _fused(node: Node) -> int:
+    return flops(node.attrs["body"].graph)
+
+
 def _dot(node: Node) -> int:
     a = node.inputs[0].aval
     k = math.prod(a.shape[i] for i in node.attrs["contract"][0])
@@ -72,6 +80,8 @@ COST = {
     **{op: _per_element(0) for op in LAYOUT},
     **{op: _reduce for op in REDUCE},
     Op.DOT_GENERAL: _dot,
+    Op.TABLE_LOOKUP: _per_element(11),
+    Op.FUSED: _fused,
 }
 
 

@@ -14,14 +14,14 @@ from .errors import (
     TracerError,
 )
 from .eval import EVAL
-from .graph import EMPTY, Attrs, Aval, Graph, Literal, Node, format_graph, toposort
+from .graph import EMPTY, Attrs, Aval, Body, Graph, Literal, Node, format_graph, toposort
 from .ops import Op
 from .shapes import SHAPE
 from .verify import verify
 
 __all__ = [
-    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError", "DifferentiationError",
-    "DTypeError",
+    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError", "Body",
+    "DifferentiationError", "DTypeError",
     "Graph", "GraphError", "IsokernelError", "Literal", "Node", "Op", "PlanningError",
     "ShapeError", "TracerError", "dtypes", "format_graph", "toposort", "verify",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import DifferentiationError
+from .errors import BackendUnavailableError, DifferentiationError
 from .ops import Op
 
 
@@ -58,9 +58,71 @@ def _reduce_extreme(fn):
     return lambda x, *, axes: fn(x, axis=axes)
 
 
+# ldexp exponents beyond this act as it: every finite result has flushed to 0
+# or overflowed by then in both float formats.
+LDEXP_CLAMP = 4096
+
+
+def _ldexp(x, n):
+    """``x · 2^n`` for an integral float ``n`` of x's dtype: IEEE scaleB, one
+    correctly rounded result (exact unless it under- or overflows). A
+    fractional ``n`` truncates toward zero, ``|n|`` beyond 4096 acts as 4096,
+    NaN ``n`` gives NaN."""
+    x, n = np.asarray(x), np.asarray(n)
+    nan = np.isnan(n)
+    k = np.clip(np.where(nan, 0, n), -LDEXP_CLAMP, LDEXP_CLAMP).astype(np.int32)
+    out = np.ldexp(x, k)
+    return np.where(nan, x.dtype.type(np.nan), out) if nan.any() else out
+
+
+def _logb(x):
+    """IEEE logB as a float of x's dtype: ``floor(log2|x|)`` exactly, for
+    subnormals too; -inf at ±0, +inf at ±inf, NaN at NaN."""
+    x = np.asarray(x)
+    _, e = np.frexp(x)
+    out = (e - 1).astype(x.dtype)
+    out = np.where(x == 0, x.dtype.type(-np.inf), out)
+    return np.where(np.isinf(x), x.dtype.type(np.inf), np.where(np.isnan(x), x, out))
+
+
+HARDWARE_TABLE = ("table '{name}': mode 'hardware' is GPU texture filtering (a low-precision "
+                  "blend weight, tolerance-bounded) and runs only on GPU strategies; eager "
+                  "evaluation and CPU strategies compute mode 'exact'. Nothing was run: build "
+                  "the lookup with mode='exact', or run on a cuda strategy")
+
+
+def table_lookup(x, layer, *, name, values, x0, step, mode):
+    """The reference meaning of a table look-up (mode ``exact``), in x's
+    dtype: ``u = (x - x0) / step`` clamped to [0, n-1]; ``i = min(floor(u),
+    n-2)``; ``f = u - i`` (exact); the layer index is ``trunc(layer)``
+    clamped to [0, L-1]; the result is ``(1 - f)·v[l, i] + f·v[l, i+1]``,
+    four roundings and never contracted, so node values come back exactly.
+    NaN abscissa or layer gives NaN."""
+    if mode != "exact":
+        raise BackendUnavailableError(HARDWARE_TABLE.format(name=name))
+    x, layer = np.asarray(x), np.asarray(layer)
+    dtype = x.dtype.type
+    table = values.value.astype(x.dtype)
+    n_layers, n = table.shape
+    u = (x - dtype(x0)) / dtype(step)
+    u = np.minimum(np.maximum(u, dtype(0)), dtype(n - 1))
+    i = np.minimum(np.floor(u), dtype(n - 2))
+    f = u - i
+    bad = np.isnan(u) | np.isnan(layer)
+    ii = np.where(bad, 0, i).astype(np.intp)
+    li = np.clip(np.trunc(np.where(bad, 0, layer)), 0, n_layers - 1).astype(np.intp)
+    out = (dtype(1) - f) * table[li, ii] + f * table[li, ii + 1]
+    return np.where(bad, dtype(np.nan), out)
+
+
+def _fused(*args, form, body):
+    """A fused form means exactly its body: run it node by node."""
+    return run_graph(body.graph, args)[0]
+
+
 def run_graph(graph, args) -> list:
-    """Evaluate a sub-graph (the body of a custom-derivative call) by these
-    rules."""
+    """Evaluate a sub-graph (a fused form's body, the body of a
+    custom-derivative call) by these rules."""
     env = dict(zip(graph.inputs, args))
     for node in graph.nodes:
         if node not in env:
@@ -149,6 +211,11 @@ EVAL = {
     Op.CUSTOM_JVP_CALL: _custom_call,
     Op.CUSTOM_VJP_CALL: _custom_call,
     Op.CUSTOM_LIN: _custom_lin,
+    Op.LDEXP: _ldexp,
+    Op.LOGB: _logb,
+    Op.COPYSIGN: np.copysign,
+    Op.TABLE_LOOKUP: table_lookup,
+    Op.FUSED: _fused,
 }
 # INPUT has no meaning of its own: its value is supplied by the caller.
 NO_EVAL = frozenset({Op.INPUT})

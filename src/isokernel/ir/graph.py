@@ -187,6 +187,20 @@ class Graph:
         return format_graph(self)
 
 
+class Body:
+    """The graph a ``fused`` node stands for, as a node attribute: compared
+    and hashed by identity (a form's body is built once per match), printed
+    by its size rather than in full."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def __repr__(self) -> str:
+        return f"<body of {len(self.graph.nodes) - len(self.graph.inputs)} nodes>"
+
+
 def toposort(roots: Iterable[Node], seen: set | None = None) -> list[Node]:
     """Nodes reachable from ``roots`` not in ``seen``, inputs before users.
     Iterative, so deep graphs (long unrolled loops) cannot hit the recursion

@@ -87,6 +87,14 @@ class Op(Enum):
     CUSTOM_JVP_CALL = "custom_jvp_call"
     CUSTOM_VJP_CALL = "custom_vjp_call"
     CUSTOM_LIN = "custom_lin"
+    # exact exponent and sign manipulation (portable numerics build on these)
+    LDEXP = "ldexp"
+    LOGB = "logb"
+    COPYSIGN = "copysign"
+    # vocabulary extension: piecewise-linear look-up into a named table
+    TABLE_LOOKUP = "table_lookup"
+    # a named fused form: one node standing for the composition in its body
+    FUSED = "fused"
 
 
 LEAF = frozenset({Op.INPUT, Op.CONST})
@@ -101,7 +109,7 @@ UNARY = frozenset({
     Op.NEG, Op.ABS, Op.SIGN, Op.NOT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC,
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10,
     Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH,
-    Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.CAST,
+    Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.CAST, Op.LOGB,
 })
 
 COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
@@ -110,7 +118,7 @@ LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
 
 BINARY = frozenset({
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.ATAN2,
-    Op.FLOORDIV, Op.REM, Op.AND, Op.OR,
+    Op.FLOORDIV, Op.REM, Op.AND, Op.OR, Op.LDEXP, Op.COPYSIGN,
 }) | COMPARE
 
 ELEMENTWISE = UNARY | BINARY | frozenset({Op.SELECT})
@@ -120,6 +128,13 @@ REDUCE = frozenset({Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX, Op.REDUCE_MIN}
 LAYOUT = frozenset({
     Op.RESHAPE, Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.REV, Op.CONCATENATE,
 })
+
+# Pointwise like ELEMENTWISE, but each reads a named table (kept apart: a
+# strategy needs the table's data, not just an expression, to run one).
+TABLE = frozenset({Op.TABLE_LOOKUP})
+
+# A region standing for its body graph; EVAL runs the body.
+REGION = frozenset({Op.FUSED})
 
 # Ops that are linear in (all of) their floating-point operands; SELECT and
 # MUL/DIV are linear in some operands only and say so in their rules.

@@ -20,7 +20,7 @@ FLOAT_ONLY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
     Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH,
     Op.ASINH, Op.ACOSH, Op.ATANH, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.DIV,
-    Op.ATAN2,
+    Op.ATAN2, Op.LDEXP, Op.LOGB, Op.COPYSIGN,
 })
 BOOL_ONLY = frozenset({Op.NOT, Op.AND, Op.OR})
 
@@ -184,6 +184,37 @@ def _custom_lin(*args: Aval, out_avals, index, **_) -> Aval:
     return out_avals[index]
 
 
+TABLE_MODES = ("exact", "hardware")
+
+
+def _table_lookup(x: Aval, layer: Aval, *, name, values, x0, step, mode) -> Aval:
+    if x.dtype not in dtypes.FLOATS or layer.dtype != x.dtype:
+        raise DTypeError(f"table '{name}': abscissa and layer must share one float dtype, got "
+                         f"{dtypes.SHORT[x.dtype]} and {dtypes.SHORT[layer.dtype]}; "
+                         f"cast with astype")
+    if layer.shape != x.shape:
+        raise ShapeError(f"table '{name}': abscissa {x.shape} and layer {layer.shape} differ")
+    table = values.value
+    if table.ndim != 2 or table.shape[1] < 2 or table.shape[0] < 1:
+        raise ShapeError(f"table '{name}': values must be (layers, nodes) with at least two "
+                         f"nodes, got {table.shape}")
+    if mode not in TABLE_MODES:
+        raise ValueError(f"table '{name}': mode {mode!r} is not one of {TABLE_MODES}")
+    if not step > 0:
+        raise ValueError(f"table '{name}': node spacing {step!r} must be positive")
+    return Aval(x.shape, x.dtype)
+
+
+def _fused(*args: Aval, form, body) -> Aval:
+    graph = body.graph
+    expected = [x.aval for x in graph.inputs]
+    if [a.strong() for a in args] != [a.strong() for a in expected]:
+        shown = ", ".join(str(a) for a in args)
+        raise ShapeError(f"fused form '{form}': operands ({shown}) do not match its body's "
+                         f"inputs ({', '.join(str(a) for a in expected)})")
+    return graph.outputs[0].aval.strong()
+
+
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
     Op.INPUT: lambda *, aval, index: aval,
@@ -200,6 +231,8 @@ SHAPE = {
     Op.CUSTOM_JVP_CALL: _custom_call,
     Op.CUSTOM_VJP_CALL: _custom_call,
     Op.CUSTOM_LIN: _custom_lin,
+    Op.TABLE_LOOKUP: _table_lookup,
+    Op.FUSED: _fused,
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
                                   Op.REDUCE_MIN)},
 }

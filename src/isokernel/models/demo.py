@@ -24,7 +24,14 @@ import numpy as np
 
 from ..backends import all_strategies, jit
 from ..backends.parity import bit_identical, max_ulp
-from .soil_moisture import RETRIEVAL_INPUTS, generate_scene, retrieve, scene_inputs
+from .soil_moisture import (
+    REFINED_INPUTS,
+    RETRIEVAL_INPUTS,
+    generate_scene,
+    retrieve,
+    retrieve_refined,
+    scene_inputs,
+)
 from .soil_moisture.scene import Grid
 
 OUTPUTS = ("mv", "eps_re", "vwc")
@@ -79,16 +86,17 @@ def _run_pass(cand: Candidate, args, chunks, label: str) -> float:
     return time.perf_counter() - start
 
 
-def _candidates(args, chunks, pixels: int, echo) -> tuple[list[Candidate], list]:
+def _candidates(args, chunks, pixels: int, echo, model=retrieve) -> tuple[list[Candidate],
+                                                                          list]:
     """NumPy eager plus every available strategy, each prepared (recorded
     and compiled) on the first chunk; unavailable strategies with reasons."""
     dtype = args[0].dtype
-    cands = [Candidate("numpy eager", retrieve, {})]
+    cands = [Candidate("numpy eager", model, {})]
     unavailable = []
     for strategy in all_strategies():
         reason = strategy.unavailable_reason()
         if reason is None:
-            cands.append(Candidate(strategy.name, jit(retrieve, strategy=strategy.name), {}))
+            cands.append(Candidate(strategy.name, jit(model, strategy=strategy.name), {}))
         else:
             unavailable.append((strategy.name, reason))
     for cand in cands:
@@ -148,14 +156,20 @@ def _table(cands, unavailable, pixels, bytes_per_pixel, bandwidth, echo) -> None
 
 def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: int = 0,
              chunks: int = 16, figure: str | None = "soil-moisture-demo.png",
-             echo=print, save_scene: str | None = None) -> dict:
-    """Run the demo; returns the figures it printed (for tests and notes)."""
+             echo=print, save_scene: str | None = None, stage5: bool = False) -> dict:
+    """Run the demo; returns the figures it printed (for tests and notes).
+    ``stage5`` adds the Levenberg–Marquardt refinement against TB_V and
+    σ0_HH (Jacobian by jacfwd) to every candidate."""
     started = time.perf_counter()
     grid = Grid.square(pixels)
-    echo(f"SMAP–NISAR soil-moisture retrieval (Stages 1–4), {pixels:,} pixels "
-         f"({grid.height}×{grid.width}), {np.dtype(dtype).name}, seed {seed}")
+    model, names = (retrieve_refined, REFINED_INPUTS) if stage5 else (retrieve,
+                                                                      RETRIEVAL_INPUTS)
+    echo(f"SMAP–NISAR soil-moisture retrieval (Stages 1–{5 if stage5 else 4}), {pixels:,} "
+         f"pixels ({grid.height}×{grid.width}), {np.dtype(dtype).name}, seed {seed}")
     echo("Stage 3: 8-sweep loss-coupling fixed point; Stage 4: exact closed-form inverse of "
-         "the Mironov real part")
+         "the Mironov real part" + ("; Stage 5: 10 Levenberg–Marquardt iterations on "
+                                    "(mv, VWC) against TB_V and σ0_HH, Jacobian by jacfwd"
+                                    if stage5 else ""))
     t0 = time.perf_counter()
     scene = generate_scene(pixels, seed)
     echo(f"scene: regenerated from (seed, pixel index) in {time.perf_counter() - t0:.2f} s "
@@ -165,9 +179,9 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
         write_scene(save_scene, scene, grid)
         echo(f"scene written to {save_scene} (try: isokernel run soil-moisture {save_scene} "
              f"retrieved.nc)")
-    args = scene_inputs(scene, dtype)
+    args = scene_inputs(scene, dtype, names)
     parts = _chunks(pixels, chunks)
-    cands, unavailable = _candidates(args, parts, pixels, echo)
+    cands, unavailable = _candidates(args, parts, pixels, echo, model)
     for rep in range(repeats):
         for c in cands:
             c.best = min(c.best, _run_pass(c, args, parts, f"{c.name} (pass {rep + 1}/"
@@ -182,9 +196,9 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     _print_accuracy(rows, echo)
     echo("")
     first = [a[parts[0]].copy() for a in args]  # own storage: measured as the static walk
-    compiled = jit(retrieve).lower(*first).compile()
+    compiled = jit(model).lower(*first).compile()
     compiled.measure(*first)
-    echo(f"inputs: {', '.join(RETRIEVAL_INPUTS)}; chunks of {parts[0].stop:,} pixels")
+    echo(f"inputs: {', '.join(names)}; chunks of {parts[0].stop:,} pixels")
     echo(str(compiled.report()))
     written = _maybe_figure(figure, scene, ref.out["mv"], grid, rows, echo)
     echo(f"\ndemo finished in {time.perf_counter() - started:.1f} s")

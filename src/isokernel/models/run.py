@@ -30,7 +30,7 @@ import numpy as np
 from ..backends import choose, jit
 from ..backends.devices import Device
 from ..backends.platform import cpu_budget
-from .soil_moisture import RETRIEVAL_INPUTS, observe, retrieve
+from .soil_moisture import REFINED_INPUTS, RETRIEVAL_INPUTS, observe, retrieve, retrieve_refined
 
 CHUNK_PIXELS = 1 << 20  # default chunk size when the input is not chunked
 _IO_MISSING = ("isokernel run needs xarray and dask: pip install 'isokernel[io]' "
@@ -70,6 +70,16 @@ MODELS = {
          Output("eps_re", "1", "real part of the soil relative permittivity (Stage 3)"),
          Output("vwc", "kg m-2", "vegetation water content from NDVI")),
         "soil moisture from V-pol brightness temperature (SMAP baseline, Stages 1-4)"),
+    "soil-moisture-stage5": Model(
+        "soil-moisture-stage5", retrieve_refined, REFINED_INPUTS,
+        (Output("mv", "m3 m-3", "volumetric soil moisture (Stages 1-5 retrieval)",
+                "volume_fraction_of_condensed_water_in_soil"),
+         Output("eps_re", "1", "real part of the soil relative permittivity (Stage 3)"),
+         Output("vwc", "kg m-2", "vegetation water content (Stage 5, prior from NDVI)"),
+         Output("mv_stage4", "m3 m-3", "volumetric soil moisture before Stage 5",
+                "volume_fraction_of_condensed_water_in_soil")),
+        "soil moisture and VWC from TB_V and sigma0_HH (Stages 1-4, then per-pixel "
+        "Levenberg-Marquardt with Gaussian priors)"),
     "soil-moisture-forward": Model(
         "soil-moisture-forward", observe,
         ("mv", "clay", "ts", "ndvi", "ndvi_max", "ndvi_min", "landcover"),
@@ -86,6 +96,16 @@ MODELS = {
 
 
 # ------------------------------------------------------------------ models
+
+
+def stage5_model(target: str, stage5: bool) -> str:
+    """The model ``run --stage5`` means: soil-moisture with Stage 5."""
+    if not stage5 or target == "soil-moisture-stage5":
+        return target
+    if target != "soil-moisture":
+        raise ValueError(f"--stage5 refines the soil-moisture retrieval; model {target!r} "
+                         f"has no Stage 5")
+    return "soil-moisture-stage5"
 
 
 def resolve_model(target: str) -> Model:

@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import DTypeError, Op, ShapeError, TracerError
 from ..ir import dtypes as _dt
 from ..ir.source import user_where
+from . import portable as _portable
 from .tracer import Tracer, as_tracer, bind, current_builder
 
 float32, float64, int32, int64, bool_ = _dt.float32, _dt.float64, _dt.int32, _dt.int64, _dt.bool_
@@ -126,12 +127,20 @@ def _finish(value, all_weak: bool):
 # ---------------------------------------------------------- elementwise ops
 
 
+def _apply(op: Op, *operands):
+    """``bind(op, ...)``, or under portable numerics the op's shared
+    decomposition into basic operations (transcendentals only)."""
+    if _portable.lowers(op, *operands):
+        return _portable.lower(op, *operands)
+    return bind(op, *operands)
+
+
 def _binary(op: Op, name: str, float_only: bool = False):
     def fn(x, y):
         common, _ = _result_dtype(name, (x, y))
         target = _dt.float_of(common) if float_only else None
         (x, y), all_weak = _prepare(name, (x, y), target)
-        return _finish(bind(op, x, y), all_weak)
+        return _finish(_apply(op, x, y), all_weak)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting."
     return fn
@@ -144,7 +153,7 @@ def _unary(op: Op, name: str, float_only: bool = True, ints_identity: bool = Fal
             return x
         target = _dt.float_of(dtype) if float_only else None
         (x,), all_weak = _prepare(name, (x,), target)
-        return _finish(bind(op, x), all_weak)
+        return _finish(_apply(op, x), all_weak)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}``; integer operands are computed in float64."
     return fn
@@ -216,7 +225,7 @@ def power(x, y):
         if dtype in _dt.FLOATS and y == -1:
             return divide(1.0, x)
     (x, y), all_weak = _prepare("power", (x, y))
-    return _finish(bind(Op.POW, x, y), all_weak)
+    return _finish(_apply(Op.POW, x, y), all_weak)
 
 
 def square(x):
@@ -415,6 +424,18 @@ def mean(x, axis=None, keepdims: bool = False):
     axes = _axes(axis, len(_shape_of(x)), "mean")
     count = int(np.prod([_shape_of(x)[a] for a in axes], dtype=np.int64))
     return divide(sum(x, axes, keepdims), float(count))
+
+
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """log(sum(exp(x))) without overflow: the maximum is subtracted before
+    exp and added back after log (a slice whose maximum is ±inf shifts by
+    0, so all -inf gives -inf and +inf gives +inf)."""
+    x = _float(x, "logsumexp")
+    m = max(x, axis, keepdims=True)
+    shift = where(isfinite(m), m, 0.0)
+    total = sum(exp(subtract(x, shift)), axis, keepdims=keepdims)
+    kept = shift if keepdims else reshape(shift, shape(total))
+    return add(log(total), kept)
 
 
 # ----------------------------------------------------------------- layout

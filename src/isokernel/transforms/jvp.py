@@ -12,8 +12,12 @@ array is ever carried through the graph. Rules build graph nodes with
 linear in the tangents given to them (``transpose`` relies on it).
 
 Conventions (docs/autodiff.md): abs'(0) = 0; max/min ties split the
-tangent evenly; sqrt'(0) = +inf; select routes tangents with select, so the
-unselected branch contributes exactly zero; integer and bool values have
+tangent evenly; sqrt'(0) = +inf; ldexp(x, n) is x·2^n (n an integer, zero
+tangent), logb is piecewise constant, copysign(x, y) flips x's tangent
+where the signs differ (y's tangent is zero); a table look-up's derivative
+is the slope of its piecewise-linear interpolant (``record.tables``); a
+fused form is differentiated as its body; select routes tangents with
+select, so the unselected branch contributes exactly zero; integer and bool values have
 zero tangents; float32 values have float32 tangents.
 """
 
@@ -27,6 +31,7 @@ from ..ir.eval import CUSTOM_LIN_FORWARD
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
+from ..record.tables import lookup_jvp
 from .graphs import const, is_float, prune, reaching, replay_node, retrace, scalar, zeros
 
 
@@ -94,6 +99,22 @@ def _atan2(sign):
         denom = a * a + b * b
         return t * ((b if sign > 0 else -a) / denom)
     return partial
+
+
+def _copysign(t, x, y, *, out):
+    """|x| with y's sign: the tangent of x, flipped where the signs differ."""
+    one = F.ones_like(x)
+    return t * (bind(Op.COPYSIGN, one, x) * bind(Op.COPYSIGN, one, y))
+
+
+def _fused(operands, tangents, *, form, body):
+    """A fused form is differentiated as its body: the body's JVP, replayed
+    inline, so the derivative holds the composition (jit fuses it again)."""
+    graph = body.graph
+    derivative = jvp_graph(graph, [t is not None for t in tangents])
+    given = [t for t, x in zip(tangents, graph.inputs) if t is not None and is_float(x.aval)]
+    primal, tangent = replay(derivative, *operands, *given)
+    return primal, tangent
 
 
 def _select(operands, tangents):
@@ -210,13 +231,17 @@ JVP = {
     Op.DOT_GENERAL: (_dot(True), _dot(False)),
     Op.CUSTOM_JVP_CALL: _custom_jvp_call,
     Op.CUSTOM_VJP_CALL: _custom_vjp_call,
+    Op.LDEXP: (lambda t, x, n, *, out: bind(Op.LDEXP, t, n), None),
+    Op.COPYSIGN: (_copysign, None),
+    Op.TABLE_LOOKUP: (lookup_jvp, None),
+    Op.FUSED: _fused,
 }
 
 # Piecewise-constant ops, bool/integer-valued ops and the stop-gradient
 # marker: their tangent is zero wherever it is defined (a symbolic zero).
 ZERO_TANGENT = frozenset({
     Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.FLOORDIV, Op.STOP_GRADIENT,
-    Op.NOT, Op.AND, Op.OR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE,
+    Op.NOT, Op.AND, Op.OR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.LOGB,
 })
 # Leaves have no rule; CUSTOM_LIN is the (reverse-only) linear map of a
 # custom_vjp rule and is transposed, never pushed forward again.

@@ -107,6 +107,14 @@ def _div(ct, x, y):
     return (ct / y, None)
 
 
+def _ldexp(ct, x, n):
+    """x·2^n is linear in x: the cotangent is scaled the same way."""
+    if _lin(n):
+        raise DifferentiationError("ldexp with an exponent that depends on the tangents is "
+                                   "not linear; a JVP rule wrote a non-linear tangent")
+    return (bind(Op.LDEXP, ct, n), None)
+
+
 def _cast(ct, x, *, dtype):
     return (ct if ct.dtype == x.dtype else bind(Op.CAST, ct, dtype=x.dtype),)
 
@@ -235,10 +243,12 @@ TRANSPOSE = {
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
     Op.CUSTOM_LIN: _custom_lin,
+    Op.LDEXP: _ldexp,
 }
 
 # Ops linear in some operands only; the rest of TRANSPOSE's keys are LINEAR.
-LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.CUSTOM_LIN})
+LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.CUSTOM_LIN,
+                            Op.LDEXP})
 TRANSPOSABLE = LINEAR | LINEAR_IN_SOME
 
 

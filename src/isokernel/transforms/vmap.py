@@ -15,7 +15,7 @@ import functools
 from collections.abc import Sequence
 
 from ..ir import Aval, Graph, Op
-from ..ir.ops import BINARY, UNARY
+from ..ir.ops import BINARY, TABLE, UNARY
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
@@ -181,8 +181,15 @@ def _custom_lin(args, bdims, *, bwd, name, out_avals, num_res, num_args, index):
                 num_args=num_args, index=index), 0
 
 
+def _fused(args, bdims, *, form, body):
+    """A fused form is batched as its body, inlined (jit fuses it again)."""
+    size = _size(args, bdims)
+    return replay(batched_subgraph(body.graph, tuple(bdims), size), *args)[0], 0
+
+
 BATCH = {
-    **{op: _elementwise(op) for op in UNARY | BINARY},
+    **{op: _elementwise(op) for op in UNARY | BINARY | TABLE},
+    Op.FUSED: _fused,
     Op.SELECT: _elementwise(Op.SELECT),
     Op.STOP_GRADIENT: _elementwise(Op.STOP_GRADIENT),
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,

@@ -11,8 +11,8 @@ equations, units and sources are in each module's docstring and in
 - ``forward``: VWC from NDVI, tau-omega TB, Water Cloud Model σ0
 - ``landcover``: per-class vegetation, roughness and backscatter parameters
 - ``rng`` / ``scene``: counter-based RNG and the synthetic scene
-- ``retrieval``: Stages 1–4 of the retrieval
-- ``stage5``: the Levenberg–Marquardt refinement (takes a Jacobian function)
+- ``retrieval``: Stages 1–4 of the retrieval, and Stage 5 (``retrieve_refined``)
+- ``stage5``: the Levenberg–Marquardt refinement, its Jacobian by ``jacfwd``
 - ``tables``: Mironov table values and the Stage-4 inverse-table error budget
 - ``lookups``: κ and Stage 4 through layered tables (the lookup passed in)
 """
@@ -39,9 +39,11 @@ from .forward import (
 from .fresnel import THETA_DEG, fresnel, fresnel_real, inverse_fresnel_h, inverse_fresnel_v
 from .landcover import CLASSES, LandCover, class_parameters
 from .retrieval import (
+    REFINED_INPUTS,
     RETRIEVAL_INPUTS,
     SWEEPS,
     retrieve,
+    retrieve_refined,
     scene_inputs,
     stage1_reflectivity,
     stage2_smooth,
@@ -53,12 +55,12 @@ from .scene import Grid, generate_scene, observe, scene_model
 from .stage5 import stage5_refine
 
 __all__ = [
-    "CLASSES", "FREQ_HZ", "MV_MAX", "RETRIEVAL_INPUTS", "SWEEPS", "THETA_DEG", "Grid",
-    "LandCover", "MironovCoefficients", "brightness_temperature", "cabs2", "cdiv",
-    "class_parameters", "cmul", "csqrt", "eps_im_of_eps_re", "fresnel", "fresnel_real",
+    "CLASSES", "FREQ_HZ", "MV_MAX", "REFINED_INPUTS", "RETRIEVAL_INPUTS", "SWEEPS",
+    "THETA_DEG", "Grid", "LandCover", "MironovCoefficients", "brightness_temperature", "cabs2",
+    "cdiv", "class_parameters", "cmul", "csqrt", "eps_im_of_eps_re", "fresnel", "fresnel_real",
     "generate_scene", "inverse_fresnel_h", "inverse_fresnel_v", "mironov",
     "mironov_coefficients", "mv_from_eps_re", "observe", "permittivity", "retrieve",
-    "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
-    "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture", "stage5_refine", "tau_omega",
-    "transmissivity", "vegetation_water_content", "water_cloud",
+    "retrieve_refined", "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity",
+    "stage2_smooth", "stage3_permittivity", "stage3_sweeps", "stage4_soil_moisture",
+    "stage5_refine", "tau_omega", "transmissivity", "vegetation_water_content", "water_cloud",
 ]

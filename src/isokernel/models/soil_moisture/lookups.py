@@ -2,8 +2,10 @@
 the frontend with the table lookup passed in.
 
 ``lookup(x, layer)`` is the table's reference semantics (clamp, floor,
-linear interpolation at abscissa ``x`` in integer ``layer``): ``Table.lookup``
-of the table extension under ``jit``, or ``tables.lookup`` (NumPy) eagerly.
+linear interpolation at abscissa ``x`` in integer ``layer``):
+``inp.Table.lookup`` of the table extension, which evaluates eagerly on
+NumPy values and records a ``table_lookup`` node under ``jit`` — the same
+bits either way (:func:`mironov_lookups`).
 Layers are clay bins 0, step, 2·step, …; a pixel blends its two
 neighbouring layers linearly in clay. Abscissas are measured from the
 pixel's own Mironov kink (see ``tables``): ξ = ε' − ε'(mvt; clay) for the
@@ -12,6 +14,7 @@ inverse table, ζ = mv − mvt(clay) for the forward ε'' table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,17 +52,34 @@ def table_kappa(eps_re, clay, m: MironovCoefficients, t: TableLookups):
     return _blend(t.eps_im_of_zeta, mv - m.mvt, clay, t)
 
 
-def numpy_lookups(clay=None, nodes: int | None = None) -> TableLookups:
-    """The tables of ``tables`` with NumPy's reference lookup: usable
-    eagerly (outside ``jit``), to measure the tabulated retrieval's error
-    before the table extension records it."""
-    import functools
+@dataclass(frozen=True)
+class MironovTables:
+    """The retrieval's tables: the lookups to pass to ``retrieve``, the two
+    ``inp.Table`` objects, and the Stage-4 inverse table's error budget."""
 
+    lookups: TableLookups
+    inverse: object  # inp.Table: mv(ξ), Table.inverse with a node on the kink
+    eps_im: object  # inp.Table: ε''(ζ), the direct model at uniform ζ
+    inverse_error: float  # Table.inverse's max error vs the sampled inverse, m³/m³
+
+
+@functools.lru_cache(maxsize=8)
+def mironov_lookups(step: float = CLAY_STEP, nodes: int | None = None) -> MironovTables:
+    """κ and Stage 4 through the table extension: clay bins 0, step, …, 0.6,
+    ``nodes`` nodes (default ``tables.NODES``). Built once per (step,
+    nodes) and shared, so ``jit(retrieve, static_argnames="lookups")`` sees
+    one static value."""
     from . import tables as T
-    clay = T.clay_bins() if clay is None else clay
+    clay = T.clay_bins(step)
     nodes = nodes or T.NODES
     _, eps_im = T.mironov_table_values(clay, nodes)
-    inverse = T.stage4_table(clay, nodes)
-    return TableLookups(functools.partial(T.lookup, inverse),
-                        functools.partial(T.lookup, eps_im), len(clay),
-                        float(clay[1] - clay[0]))
+    inverse = T.stage4_inverse(clay, nodes)
+    eps_im_table = eps_im.table(T.EPS_IM_NAME)
+    lookups = TableLookups(inverse.table.lookup, eps_im_table.lookup, len(clay),
+                           float(clay[1] - clay[0]))
+    return MironovTables(lookups, inverse.table, eps_im_table, inverse.max_error)
+
+
+def numpy_lookups(step: float = CLAY_STEP, nodes: int | None = None) -> TableLookups:
+    """The lookups of :func:`mironov_lookups` (they evaluate eagerly too)."""
+    return mironov_lookups(step, nodes).lookups

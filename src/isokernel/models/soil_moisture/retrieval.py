@@ -29,8 +29,10 @@ Mironov real part (``dielectric.mv_from_eps_re``) by default, or the
 tabulated inverse (``lookups``/``tables``, error budget measured there)
 when ``retrieve`` is given table lookups. Clamped to [0, porosity].
 
-Stage 5 (a Levenberg–Marquardt refinement against TB_V and σ0_HH) is not
-part of this module yet; see ``docs/soil_moisture.md``.
+Stage 5 (optional: :func:`retrieve_refined`) — a per-pixel Levenberg–
+Marquardt refinement of (mv, VWC) against TB_V and σ0_HH with Gaussian
+priors centred on the Stage-4 mv and the NDVI-derived VWC, ten fixed
+iterations, the Jacobian by ``jacfwd`` (``stage5``).
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from .fresnel import INVERSES, THETA_DEG, fresnel, fresnel_real
 from .landcover import class_parameters
 from .lookups import TableLookups, table_kappa, table_mv
 from .scene import PARTICLE_DENSITY
+from .stage5 import jacfwd_jacobian, stage5_refine
 
 SWEEPS = 8
 R_MAX = 0.9  # reflectivities are clipped to [0, R_MAX] before inversion
+PRIOR_SD = (0.1, 0.5)  # Stage 5 prior standard deviations: mv (m³/m³), VWC (kg/m²)
 
 
 def stage1_reflectivity(tb, ts, gamma, omega):
@@ -126,14 +130,37 @@ def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
     return {"mv": mv, "eps_re": eps_re, "vwc": vwc}
 
 
+def retrieve_refined(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
+                     landcover, sweeps: int = SWEEPS, lookups: TableLookups | None = None,
+                     prior_sd: tuple[float, float] = PRIOR_SD):
+    """Stages 1–5: :func:`retrieve`, then the Levenberg–Marquardt refinement
+    of (mv, VWC) against TB_V (K) and σ0_HH (dB), with Gaussian priors
+    centred on the Stage-4 mv and the NDVI-derived VWC (standard deviations
+    ``prior_sd``, static). Returns ``mv`` (refined, clamped to [0,
+    porosity]), ``vwc`` (refined), ``eps_re`` and ``mv_stage4``. The forward
+    model of Stage 5 uses the module's θ = 40° and f = 1.41 GHz."""
+    first = retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
+                     sweeps, lookups=lookups)
+    ctx = class_parameters(landcover, ts) | {"clay": clay, "ts": ts, "ndvi": ndvi}
+    prior = (first["mv"], first["vwc"])
+    mv, vwc = stage5_refine(first["mv"], first["vwc"], tbv, sigma0_hh, ctx,
+                            jacfwd_jacobian(ctx), prior, prior_sd)
+    porosity = 1.0 - bulk_density / PARTICLE_DENSITY
+    return {"mv": inp.clip(mv, 0.0, porosity), "eps_re": first["eps_re"], "vwc": vwc,
+            "mv_stage4": first["mv"]}
+
+
 RETRIEVAL_INPUTS = ("tbv", "ndvi", "ndvi_max", "ndvi_min", "ts", "clay", "bulk_density",
                     "landcover")
+REFINED_INPUTS = ("tbv", "sigma0_hh", "ndvi", "ndvi_max", "ndvi_min", "ts", "clay",
+                  "bulk_density", "landcover")
 
 
-def scene_inputs(scene: dict, dtype="float64") -> tuple:
-    """The retrieval's inputs from a scene dict, floats cast to ``dtype``."""
+def scene_inputs(scene: dict, dtype="float64", names=RETRIEVAL_INPUTS) -> tuple:
+    """The retrieval's inputs (``names``; :data:`REFINED_INPUTS` for
+    Stage 5) from a scene dict, floats cast to ``dtype``."""
     out = []
-    for name in RETRIEVAL_INPUTS:
+    for name in names:
         x = scene[name]
         out.append(x if name == "landcover" else x.astype(dtype, copy=False))
     return tuple(out)

@@ -16,15 +16,18 @@ divided by 10 on success and multiplied by 10 otherwise (a select, not a
 branch). x is clamped to mv ∈ [0, MV_MAX], VWC ≥ 0.
 
 The Jacobian comes from a ``jacobian(fn, mv, vwc)`` argument returning
-``((F_1, F_2), ((∂F_1/∂mv, ∂F_1/∂vwc), (∂F_2/∂mv, ∂F_2/∂vwc)))`` per pixel:
-forward-mode differentiation of :func:`observations` (two JVPs with unit
-tangents, or ``jacfwd`` under ``vmap``) once isokernel's autodiff is
-available. Until then the retrieval stops at Stage 4.
+``((F_1, F_2), ((∂F_1/∂mv, ∂F_1/∂vwc), (∂F_2/∂mv, ∂F_2/∂vwc)))`` per pixel.
+:func:`jacfwd_jacobian` gives it by forward-mode autodiff: ``isokernel.jacfwd``
+of the per-pixel :func:`observations` under ``isokernel.vmap`` over the
+pixels. Both transforms record into the enclosing recording, so under
+``jit`` the whole refinement — model, derivatives, the 2×2 solves — is one
+pointwise graph, which ``native`` compiles into one loop.
 """
 
 from __future__ import annotations
 
 from ... import numpy as inp
+from ...transforms import jacfwd, vmap
 from .dielectric import FREQ_HZ, MV_MAX, mironov
 from .forward import (
     brightness_temperature,
@@ -52,6 +55,19 @@ def observations(mv, vwc, ctx: dict):
     sigma0 = water_cloud(mv, ctx["ndvi"], ctx["wcm_a"], ctx["wcm_b"], ctx["wcm_c"],
                          ctx["wcm_d"], THETA_DEG)
     return tbv, sigma0
+
+
+def jacfwd_jacobian(ctx: dict):
+    """The ``jacobian`` argument of :func:`stage5_refine` for a model that is
+    :func:`observations` with this ``ctx``: ``jacfwd`` in (mv, vwc) of one
+    pixel, mapped over the pixels by ``vmap`` (mv, vwc and every ``ctx``
+    field along axis 0), so each pixel gets its own 2×2 Jacobian and no
+    pixel ever sees another."""
+    per_pixel = vmap(jacfwd(observations, argnums=(0, 1)))
+
+    def jacobian(fn, mv, vwc):
+        return fn(mv, vwc), per_pixel(mv, vwc, ctx)
+    return jacobian
 
 
 def _chi2(model, obs, x, prior, prior_sd):

@@ -15,13 +15,14 @@ aligned:
 ε'(mv) is increasing, so mv(ε') exists, but its natural abscissa is
 non-uniform and table hardware interpolates only uniform coordinates
 (strategies chapter §18.3.5). The inverse is therefore resampled once,
-host-side: the forward relation is sampled finely with a node exactly at
-mvt (:func:`forward_samples`), inverted by swapping axes, and resampled
-onto the uniform ξ grid. The samples extend past [0, MV_MAX] (the formulas
-continue smoothly there, nm staying positive down to mv = −0.1) so every
-layer's values are unclamped over its own range mv ∈ [0, MV_MAX] and a node
-spacing beyond; farther out the values hold their end values. Stage 4
-clamps mv to [0, porosity] after the lookup.
+host-side, by the table extension's ``Table.inverse``: the forward relation
+is sampled finely with a node exactly at mvt (:func:`forward_samples`), and
+``Table.inverse`` swaps the axes and resamples onto a uniform ξ grid with a
+node on the kink ξ = 0, reporting the approximation error it introduced.
+The samples extend past [0, MV_MAX] (the formulas continue smoothly there)
+so every layer is sampled over its own range mv ∈ [0, MV_MAX] and beyond;
+farther out a layer continues its end segments linearly. Stage 4 clamps mv
+to [0, porosity] after the lookup.
 
 Why the shift: with a plain ε' abscissa the kink (the slope of mv(ε')
 changes by up to 60 % at mvt for clay-rich soils) falls between nodes and
@@ -30,8 +31,10 @@ With the node at the kink the error is second order (:func:`inverse_table_error`
 measures it against the exact closed-form inverse
 ``dielectric.mv_from_eps_re``).
 
-Lookups here follow the table's reference semantics: clamp, floor, linear
-interpolation (:func:`lookup`).
+Lookups here are the table extension's reference meaning
+(``isokernel.ir.eval.table_lookup``: clamp, floor, and the lerp
+(1 − f)·v[i] + f·v[i+1]), so host-side error measurements see the bits the
+retrieval computes under ``jit`` on every strategy (:func:`lookup`).
 """
 
 from __future__ import annotations
@@ -41,12 +44,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...ir import Literal
+from ...ir.eval import table_lookup
+from ...numpy import Table
 from .dielectric import FREQ_HZ, MV_MAX, mironov, mironov_coefficients, mv_from_eps_re
 
 NODES = 1024
 FINE = 20_001  # forward samples per layer before resampling (plus the kink)
-SAMPLE_RANGE = (-0.1, MV_MAX + 0.2)  # mv span of the forward samples, m³/m³
+SAMPLE_RANGE = (-0.03, MV_MAX + 0.03)  # mv span of the forward samples, m³/m³
 CLAY_STEP = 0.02
+STAGE4_NAME = "mironov_mv_of_xi"
+EPS_IM_NAME = "mironov_eps_im_of_zeta"
 
 
 def clay_bins(step: float = CLAY_STEP, high: float = 0.6) -> np.ndarray:
@@ -66,17 +74,19 @@ class UniformTable:
     def x_end(self) -> float:
         return self.x0 + self.dx * (self.values.shape[1] - 1)
 
+    def table(self, name: str) -> Table:
+        """The table extension's ``inp.Table`` over these values."""
+        return Table(self.values, self.x0, self.dx, name=name)
+
 
 def lookup(table: UniformTable, x, layer) -> np.ndarray:
-    """Clamp, floor, linear interpolation at ``x`` in integer ``layer``s."""
-    n = table.values.shape[1]
-    u = np.clip((np.asarray(x, np.float64) - table.x0) / table.dx, 0.0, n - 1.0)
-    i = np.minimum(np.floor(u), n - 2).astype(np.int64)
-    w = u - i
-    row = np.asarray(layer, np.int64) * n
-    flat = table.values.ravel()
-    lo, hi = flat[row + i], flat[row + i + 1]
-    return lo + w * (hi - lo)
+    """The table's reference look-up at ``x`` (float64 unless already a
+    float array) in ``layer``s: clamp, floor, the lerp (1 − f)·a + f·b."""
+    x = np.asarray(x)
+    x = x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
+    layer = np.broadcast_to(np.asarray(layer), x.shape).astype(x.dtype)
+    return table_lookup(x, layer, name="host", values=Literal(table.values), x0=table.x0,
+                        step=table.dx, mode="exact")
 
 
 def kinks(clay, freq_hz: float = FREQ_HZ) -> tuple[np.ndarray, np.ndarray]:
@@ -119,31 +129,21 @@ def forward_samples(clay, fine: int = FINE, span: tuple[float, float] = SAMPLE_R
     return mv, eps_re
 
 
-def inverse_table(mv: np.ndarray, eps_re: np.ndarray, eps_kink: np.ndarray,
-                  span: tuple[float, float], nodes: int = NODES) -> UniformTable:
-    """mv(ξ), ξ = ε' − ``eps_kink`` per layer, resampled from the forward
-    samples onto ``nodes`` uniform nodes over ``span`` (node at ξ = 0);
-    beyond a layer's samples the values hold the end values."""
-    xi = eps_re - eps_kink[:, None]
-    x0, dx = grid_with_node_at_zero(span[0], span[1], nodes)
-    grid = x0 + dx * np.arange(nodes)
-    return UniformTable(np.stack([np.interp(grid, y, x) for x, y in zip(mv, xi)]), x0, dx)
-
-
-def stage4_span(clay, freq_hz: float = FREQ_HZ) -> tuple[float, float]:
-    """The ξ span of mv ∈ [0, MV_MAX] over every layer."""
-    clay = np.asarray(clay, np.float64)
+def stage4_inverse(clay, nodes: int = NODES, freq_hz: float = FREQ_HZ):
+    """The Stage-4 inverse table mv(ξ), ξ = ε' − ε'(mvt; clay), one layer per
+    clay in ``clay``: ``Table.inverse`` of the forward samples with a node on
+    the kink ξ = 0 and at most ``nodes`` nodes. Returns the table extension's
+    ``InverseTable`` (the table, and the max error it introduced against the
+    piecewise-linear inverse of the samples)."""
+    mv, eps_re = forward_samples(clay, freq_hz=freq_hz)
     _, eps_t = kinks(clay, freq_hz)
-    dry, _ = mironov(np.zeros_like(clay), clay, freq_hz)
-    wet, _ = mironov(np.full_like(clay, MV_MAX), clay, freq_hz)
-    return float((dry - eps_t).min()), float((wet - eps_t).max())
+    return Table.inverse(mv, eps_re - eps_t[:, None], nodes, kinks=(0.0,), name=STAGE4_NAME)
 
 
 def stage4_table(clay, nodes: int = NODES, freq_hz: float = FREQ_HZ) -> UniformTable:
-    """The Stage-4 inverse table mv(ξ), one layer per clay in ``clay``."""
-    _, eps_t = kinks(clay, freq_hz)
-    return inverse_table(*forward_samples(clay, freq_hz=freq_hz), eps_t,
-                         stage4_span(clay, freq_hz), nodes)
+    """The values and abscissa of :func:`stage4_inverse`'s table."""
+    table = stage4_inverse(clay, nodes, freq_hz).table
+    return UniformTable(table.values.value, table.x0, table.dx)
 
 
 def _truth(clay_values, samples: int, freq_hz: float):

@@ -100,6 +100,7 @@ def assert_contract(strategy_name: str, result, reference, ulp_bound: float = 0)
     """``result`` meets ``strategy_name``'s contract against ``reference``:
     bit-identical, or within ``ulp_bound`` where the contract allows one."""
     got_leaves, want_leaves = tree_leaves(result), tree_leaves(reference)
+    got_leaves = [g.get() if hasattr(g, "__cuda_array_interface__") else g for g in got_leaves]
     assert len(got_leaves) == len(want_leaves)
     for got, want in zip(got_leaves, want_leaves):
         if ulp_bound == 0:

@@ -1,6 +1,7 @@
 """Every op has a rule in every table that must cover it."""
 
 from isokernel.backends.capsules import lookup
+from isokernel.backends.cuda_eager import CUPY
 from isokernel.backends.threads import INTO
 from isokernel.codegen import C_EXPR
 from isokernel.deploy import COST
@@ -29,6 +30,8 @@ TABLES = {
     "INTO": (INTO, NOT_ELEMENTWISE | REGION | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
     # C: layout ops only rename elements (the emitter applies EVAL to names);
     # fused forms are unfused, their bodies inlined, before emission
+    # the GPU strategies' rules outside fused kernels: every computing op
+    "CUPY": (CUPY, frozenset({Op.INPUT, Op.CONST}) | TRANSFORM_ONLY),
     "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | REGION | LAYOUT),
 }
 

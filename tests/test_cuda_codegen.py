@@ -165,6 +165,27 @@ def test_reduction_kernels_compile_for_every_op_and_dtype(compiler):
     assert compile_everywhere(sources, compiler) == []
 
 
+def test_numerical_contract_kernels_compile(compiler):
+    """Exact table look-ups (tables in device memory), ldexp/logb/copysign,
+    a fused form's kernel, the deterministic tree's level and the texture
+    look-up, in both float dtypes."""
+    from isokernel.transforms.fusion import fuse
+    table = ik.numpy.Table(np.cos(np.arange(14.0)).reshape(2, 7), -3.0, 0.75, name="c")
+    sources = []
+    for dtype in (np.float32, np.float64):
+        x = np.ones(16, dtype)
+        graph = ik.trace(lambda v: (table.lookup(v, 1), ik.numpy.exp(-1.5 * v ** 2)), x)
+        sources.append(codegen.cuda_source(graph))
+        fused = fuse(ik.trace(lambda v: ik.numpy.exp(-1.5 * v ** 2), x))
+        node = next(n for n in fused.nodes if n.op is Op.FUSED)
+        sources.append(cuda.fused_module(node).source)
+        sources += [cuda.halving_kernels(op, dtype).source for op in REDUCE]
+        sources.append(cuda.texture_kernel(dtype).source)
+        sources += [cuda.elementwise_kernel(op, {}, (dtype,) * k, dtype, "v" * k).source
+                    for op, k in ((Op.LDEXP, 2), (Op.LOGB, 1), (Op.COPYSIGN, 2))]
+    assert compile_everywhere(sources, compiler) == []
+
+
 def test_the_tau_omega_model_compiles_with_contraction_on(compiler):
     from isokernel.models.tau_omega import tau_omega
     graph = ik.trace(tau_omega, *[np.ones(8, np.float64)] * 3)

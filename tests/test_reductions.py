@@ -68,6 +68,12 @@ def _model(x, w):
             inp.min(w), inp.prod(1.0 + 1e-4 * w), inp.sum(x, axis=1) * inp.sum(w))
 
 
+def _workers(strategy, workers: int) -> dict:
+    """The worker option, for the strategies that take one (CPU pools)."""
+    return {} if strategy.name == "reference" or strategy.device == "cuda" else \
+        {"workers": workers}
+
+
 def _inputs(dtype=np.float32):
     rng = np.random.default_rng(11)
     x = (rng.standard_normal((PIXELS, 3)) * 10.0 ** rng.integers(-2, 3, (PIXELS, 3)))
@@ -78,9 +84,9 @@ def _inputs(dtype=np.float32):
 def test_deterministic_reductions_do_not_depend_on_the_worker_count(strategy, dtype):
     args = _inputs(dtype)
     want = ik.jit(_model, strategy="reference", deterministic_reductions=True)(*args)
-    options = {} if strategy.name == "reference" else {"workers": 1}
+    options = _workers(strategy, 1)
     for workers in (1, 2, 3, 8):
-        if strategy.name != "reference":
+        if "workers" in options:
             options["workers"] = workers
         f = ik.jit(_model, strategy=strategy.name, deterministic_reductions=True, **options)
         assert_contract(strategy.name, f(*args), want)
@@ -90,7 +96,7 @@ def test_default_order_is_the_reference_for_every_worker_count(strategy):
     args = _inputs()
     want = ik.jit(_model, strategy="reference")(*args)
     for workers in (1, 2, 3, 8):
-        options = {} if strategy.name == "reference" else {"workers": workers}
+        options = _workers(strategy, workers)
         assert_contract(strategy.name, ik.jit(_model, strategy=strategy.name, **options)(*args),
                         want)
 
@@ -195,7 +201,7 @@ def _worker_count_invariance(strategy, program):
     model = _program(steps)
     want = ik.jit(model, strategy="reference", deterministic_reductions=True)(*args)
     for workers in (1, 2, 3, 8):
-        options = {} if strategy.name == "reference" else {"workers": workers}
+        options = _workers(strategy, workers)
         got = ik.jit(model, strategy=strategy.name, deterministic_reductions=True,
                      **options)(*args)
         assert_contract(strategy.name, got, want)

@@ -395,7 +395,7 @@ def main(argv=None) -> int:
                         choices=list(CANDIDATES))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=170.0, help="seconds for everything")
-    parser.add_argument("--candidate-timeout", type=float, default=60.0)
+    parser.add_argument("--candidate-timeout", type=float, default=40.0)
     parser.add_argument("--out", default=str(ROOT / "results"))
     opts = parser.parse_args(argv)
     deadline = time.monotonic() + opts.budget

@@ -123,9 +123,11 @@ def test_device_reductions_follow_numpys_order(shape, axes, op):
 @settings(max_examples=40)
 @given(programs())
 def test_hypothesis_programs_on_the_emulated_device(program):
-    """Random programs: eager (EVAL per op) gives the reference's bits; the
-    megakernel's host-compiled regions too, unless a transcendental runs
-    inside them (the host libm then decides the last bits)."""
+    """Random programs: eager (EVAL per op) and the megakernel's host-
+    compiled regions give the reference's bits on basic operations. (With a
+    transcendental the host decides the last bits: libm in the regions, and
+    even NumPy's own float32 loops differ between a strided view, which the
+    reference passes, and the contiguous copy a kernel reads.)"""
     if codegen.unavailable_reason() is not None:
         pytest.skip("no host C compiler")
     dtype, shapes, steps, seed = program
@@ -137,11 +139,11 @@ def test_hypothesis_programs_on_the_emulated_device(program):
         want = reference(fn, *inputs)
         eager, mega, _ = executables(fn, *inputs)
         got_e, got_m = eager(*inputs), mega(*inputs)
+    if mega.graph.ops() & TRANSCENDENTAL:
+        return
     for e, m, w in zip(got_e, got_m, want):  # NumPy's own max reduce may flip a NaN's sign
         assert bit_identical_but_nan(e, w)
-        inside = {n.op for r in mega.partition.regions for n in r.nodes}
-        if not inside & TRANSCENDENTAL:
-            assert bit_identical_but_nan(m, w)
+        assert bit_identical_but_nan(m, w)
 
 
 @needs_cc

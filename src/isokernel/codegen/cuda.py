@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import Attrs, Aval, Graph, Literal, Node, Op, dtypes
+from ..transforms.fusion import unfuse
 from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, SHORT, Ctx, helper_for, literal
 from .emit import Body, emit_body, prelude, supports
 from .pixel import ROWS, WHOLE, Partition, Region, partition
@@ -142,7 +143,9 @@ def _outside_lines(part: Partition) -> str:
 
 def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
     """The megakernel's translation unit for ``graph``: one kernel per row
-    region of the partition the C emitter accepts."""
+    region of the partition the C emitter accepts (fused forms inlined
+    first: the region kernel fuses their bodies with everything else)."""
+    graph = unfuse(graph)
     part = partition(graph, accept=supports)
     stem = _stem(graph)
     kernels = []

@@ -176,6 +176,17 @@ def run_tasks(work, count: int, workers: int) -> None:
             raise error
 
 
+def _tile_budget(workers: int) -> int:
+    """Bytes of a tile's working set. One worker: half the L2 cache, so every
+    op streams from L2. Several: one and a half L2s. Each ufunc call is a
+    point where a worker hands the GIL over, and on a busy 2-core machine a
+    wake-up costs tens of microseconds; larger tiles make those hand-overs
+    rarer, which gains more than L2 residency loses (measured on tau-omega,
+    1e7 pixels, 2 workers: half an L2 scaled 1.35x over one worker, 1.5 L2s
+    1.75-1.9x)."""
+    return l2_bytes() // 2 if workers == 1 else 3 * l2_bytes() // 2
+
+
 def l2_bytes() -> int:
     path = "/sys/devices/system/cpu/cpu0/cache/index2/size"
     try:
@@ -351,8 +362,8 @@ class RegionRunner:
         self.hoisted = _hoisted(region)
         self.slots = _Slots(region, set(self.hoisted))
         per_row = max(1, self.slots.row_bytes())
-        if tile_rows is None:  # the working set of a tile: half the L2 cache
-            tile_rows = max(MIN_TILE_ROWS, (l2_bytes() // 2) // per_row)
+        if tile_rows is None:
+            tile_rows = max(MIN_TILE_ROWS, _tile_budget(workers) // per_row)
         self.tile_rows = min(pixels, tile_rows)
         chunks = min(4 * workers, max(1, pixels // self.tile_rows))
         self.chunks = [[(begin + a, begin + b) for a, b in

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.pixel import ROWS, WHOLE, row_modes
 from ..ir import SHAPE, Attrs, Aval, Body, Graph, IsokernelError, Node, Op
-from ..ir.ops import ELEMENTWISE, TABLE
 from .planning import plan
 
 
@@ -48,55 +48,40 @@ def _refuse(node: Node, problem: str, fix: str = _FIX) -> BlockError:
                       f"along the pixel axis; {fix}")
 
 
-def _rows_elementwise(node, rows, pixels):
-    if not all(rows):
-        return "combines pixel rows with a value that spans the pixel axis without coming " \
-               "from the pixel inputs (e.g. a constant array of length P)"
+_SPANS = ("combines pixel rows with a value that spans the pixel axis without coming from "
+          "the pixel inputs (e.g. a constant array of length P)")
+
+# Why an op that ``row_modes`` does not accept on pixel rows breaks them.
+_WHY = {
+    Op.BROADCAST: "moves the pixel axis away from axis 0",
+    Op.TRANSPOSE: "moves the pixel axis away from axis 0",
+    Op.RESHAPE: "reshapes across the pixel axis",
+    Op.SLICE: "slices the pixel axis",
+    Op.PAD: "pads the pixel axis",
+    Op.CONCATENATE: "concatenates along the pixel axis",
+}
+_ALONG = "works along the pixel axis (axis 0)"
+
+
+def _rows_problem(node: Node, rows: list[bool], pixels: int) -> str | None:
+    """None if ``node`` (with pixel-row operands ``rows``) keeps the pixel
+    rows at axis 0 row for row, else the reason it does not. The decision is
+    the pixel-axis analysis's own (``row_modes``), plus provenance: a value
+    read by rows must carry the pixel rows, and one that does may not be
+    read whole."""
+    if node.op is Op.FUSED:
+        return _rows_fused(node, rows, pixels)
+    if node.op is Op.DOT_GENERAL:
+        return _rows_dot(node, rows, pixels)
+    modes = row_modes(node, pixels)
+    if modes is None:
+        return _WHY.get(node.op, _ALONG)
+    for carried, mode in zip(rows, modes):
+        if mode == ROWS and not carried:
+            return _SPANS
+        if mode == WHOLE and carried:
+            return _WHY.get(node.op, _ALONG)
     return None
-
-
-def _rows_broadcast(node, rows, pixels):
-    if node.attrs["dims"][:1] != (0,):
-        return "moves the pixel axis away from axis 0"
-    return None
-
-
-def _rows_reshape(node, rows, pixels):
-    if node.attrs["shape"][:1] != (pixels,):
-        return "reshapes across the pixel axis"
-    return None
-
-
-def _rows_axis_kept(attr):
-    def rule(node, rows, pixels):
-        if 0 in node.attrs[attr]:
-            return "works along the pixel axis (axis 0)"
-        return None
-    return rule
-
-
-def _rows_transpose(node, rows, pixels):
-    return None if node.attrs["perm"][0] == 0 else "moves the pixel axis away from axis 0"
-
-
-def _rows_slice(node, rows, pixels):
-    a = node.attrs
-    if (a["start"][0], a["limit"][0], a["stride"][0]) != (0, pixels, 1):
-        return "slices the pixel axis"
-    return None
-
-
-def _rows_pad(node, rows, pixels):
-    a = node.attrs
-    if (a["lo"][0], a["hi"][0], a["interior"][0]) != (0, 0, 0) or rows[1]:
-        return "pads the pixel axis"
-    return None
-
-
-def _rows_concatenate(node, rows, pixels):
-    if node.attrs["axis"] == 0:
-        return "concatenates along the pixel axis"
-    return _rows_elementwise(node, rows, pixels)
 
 
 def _rows_dot(node, rows, pixels):
@@ -108,41 +93,15 @@ def _rows_dot(node, rows, pixels):
            "axis of both operands (a per-pixel product)"
 
 
-def _body_rows(node: Node, pixels: int) -> dict[Node, bool]:
-    """The pixel-row analysis of a fused node's body (its inputs have the
-    operands' shapes)."""
-    return pixel_rows(node.attrs["body"].graph, pixels)
-
-
 def _rows_fused(node, rows, pixels):
     """A fused form is row-independent when its body is, with the body's
     pixel inputs exactly the pixel-row operands."""
     try:
-        body = _body_rows(node, pixels)
+        body = pixel_rows(node.attrs["body"].graph, pixels)
     except BlockError as error:
         return f"its body ({node.attrs['form']}) cannot: {error}"
     inner = [body[x] for x in node.attrs["body"].graph.inputs]
-    if inner != list(rows):
-        return _rows_elementwise(node, [False], pixels)
-    return None
-
-
-# For a node with at least one pixel-row operand: None if its result keeps the
-# pixel rows at axis 0 row for row, else the reason it does not.
-ROWS = {
-    **{op: _rows_elementwise for op in ELEMENTWISE | TABLE},
-    Op.FUSED: _rows_fused,
-    Op.BROADCAST: _rows_broadcast,
-    Op.RESHAPE: _rows_reshape,
-    Op.TRANSPOSE: _rows_transpose,
-    Op.SLICE: _rows_slice,
-    Op.PAD: _rows_pad,
-    Op.REV: _rows_axis_kept("axes"),
-    Op.CONCATENATE: _rows_concatenate,
-    Op.DOT_GENERAL: _rows_dot,
-    **{op: _rows_axis_kept("axes") for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
-                                              Op.REDUCE_MIN)},
-}
+    return None if inner == list(rows) else _SPANS
 
 
 def pixel_rows(graph: Graph, pixels: int) -> dict[Node, bool]:
@@ -157,7 +116,7 @@ def pixel_rows(graph: Graph, pixels: int) -> dict[Node, bool]:
             continue
         operand_rows = [rows[x] for x in node.inputs]
         if any(operand_rows):
-            problem = ROWS[node.op](node, operand_rows, pixels)
+            problem = _rows_problem(node, operand_rows, pixels)
             if problem is not None:
                 raise _refuse(node, problem)
             rows[node] = True

@@ -16,9 +16,9 @@ import isokernel.numpy as inp
 from isokernel import deploy
 from isokernel.backends import STRATEGY_NAMES, static_liveness
 from isokernel.backends.platform import Figure
+from isokernel.backends.threads import default_tile_rows
 from isokernel.deploy import (
     STRATEGY_MODELS,
-    TILE_ROWS,
     HostBudget,
     MemoryShape,
     block_concurrency,
@@ -103,7 +103,8 @@ def test_fused_and_tiled_shapes():
     assert (native.fixed, native.per_element) == (24, 24)
     threads = memory_shape(graph, "threads", workers=3)
     # per worker one tile of the eager working set without the inputs: 40 - 8 = 32 B/row
-    assert threads.fixed == 24 + 3 * TILE_ROWS * 32 and threads.per_element == 24
+    tile = default_tile_rows(32, 3)  # the threads strategy's own tile for 32 B/row
+    assert threads.fixed == 24 + 3 * tile * 32 and threads.per_element == 24
     assert "lower bound" in str(memory_shape(graph, "cuda-eager"))
 
 

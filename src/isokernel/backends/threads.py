@@ -176,7 +176,12 @@ def run_tasks(work, count: int, workers: int) -> None:
             raise error
 
 
-def _tile_budget(workers: int) -> int:
+def default_tile_rows(row_bytes: int, workers: int) -> int:
+    """Rows per tile for a tile whose scratch costs ``row_bytes`` per row."""
+    return max(MIN_TILE_ROWS, tile_budget(workers) // max(1, row_bytes))
+
+
+def tile_budget(workers: int) -> int:
     """Bytes of a tile's working set. One worker: half the L2 cache, so every
     op streams from L2. Several: one and a half L2s. Each ufunc call is a
     point where a worker hands the GIL over, and on a busy 2-core machine a
@@ -363,7 +368,7 @@ class RegionRunner:
         self.slots = _Slots(region, set(self.hoisted))
         per_row = max(1, self.slots.row_bytes())
         if tile_rows is None:
-            tile_rows = max(MIN_TILE_ROWS, _tile_budget(workers) // per_row)
+            tile_rows = default_tile_rows(per_row, workers)
         self.tile_rows = min(pixels, tile_rows)
         chunks = min(4 * workers, max(1, pixels // self.tile_rows))
         self.chunks = [[(begin + a, begin + b) for a, b in

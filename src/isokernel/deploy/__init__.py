@@ -18,7 +18,7 @@ from .plan import (
     sizing,
 )
 from .probe import Probe, measure_device, measure_host
-from .shape import STRATEGY_MODELS, TILE_ROWS, MemoryShape, StrategyModel, memory_shape
+from .shape import STRATEGY_MODELS, MemoryShape, StrategyModel, memory_shape
 from .solver import Decision, block_concurrency, largest_block, shard_tasks
 
 _hooks.install_block_planner(plan_block)
@@ -26,7 +26,7 @@ _hooks.install_report_lines(report_lines)
 _hooks.install_measure_probe(probe)
 
 __all__ = [
-    "BUDGET_FRACTION", "COST", "KNEES", "STRATEGY_MODELS", "TILE_ROWS", "BudgetError",
+    "BUDGET_FRACTION", "COST", "KNEES", "STRATEGY_MODELS", "BudgetError",
     "Decision", "HostBudget", "Intensity", "Knee", "MemoryShape", "Probe", "StrategyModel",
     "block_concurrency", "block_decision", "flops", "gpu_free_memory", "host_budget",
     "intensity", "largest_block", "measure_device", "measure_host", "memory_shape",

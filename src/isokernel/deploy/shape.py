@@ -16,8 +16,8 @@ fall out of the recorded graph:
   register, so only the inputs and outputs scale with P; constants (tables)
   are charged once.
 - *tiled* (``threads``): the caller's inputs and preallocated outputs, plus
-  per worker the eager working set of one cache-sized tile of ``TILE_ROWS``
-  rows (a fixed term).
+  per worker the eager working set of one cache-sized tile, sized by the
+  ``threads`` strategy's own rule (a fixed term).
 
 ``threads`` and ``native`` add their *marshaling columns*: one contiguous
 copy of each pixel input, which they make when the caller's array is strided
@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from ..backends import static_liveness
 from ..backends.blocks import pixel_count
 from ..backends.liveness import format_bytes
+from ..backends.threads import default_tile_rows
 from ..ir import Graph, Node
-
-TILE_ROWS = 4096  # rows per threads tile, the planning assumption until threads states its own
 
 
 @dataclass(frozen=True)
@@ -137,9 +136,11 @@ def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
         fixed, per = _io(graph, rows)
         basis = "fused: inputs + outputs, constants once"
         if model.memory == "tiled":
-            scratch = workers * TILE_ROWS * max(eager_per - _marshal(graph, rows), 0)
+            per_row = max(eager_per - _marshal(graph, rows), 0)
+            tile = default_tile_rows(per_row, workers)
+            scratch = workers * tile * per_row
             fixed += scratch
-            basis = (f"tiled: inputs + outputs + {workers} worker(s) × {TILE_ROWS}-row tile "
+            basis = (f"tiled: inputs + outputs + {workers} worker(s) × {tile}-row tile "
                      f"scratch {format_bytes(scratch)}")
     if model.marshal:
         per += _marshal(graph, rows)

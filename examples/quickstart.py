@@ -19,13 +19,18 @@ def vegetation_attenuation(ndvi, b):
 def main():
     ndvi = np.random.default_rng(0).uniform(-0.1, 0.9, 1_000_000)
     eager = vegetation_attenuation(ndvi, 0.12)  # plain NumPy values
-    fast = isokernel.jit(vegetation_attenuation)
-    compiled = fast.lower(ndvi, 0.12).compile()
-    result = compiled(ndvi, 0.12)
-    # auto picks native when a C compiler exists: exp is then libm's, within the
-    # ulp bound its capsule states; strategy="threads" would give NumPy's bits
-    print("bit-identical to eager NumPy:", result.tobytes() == eager.tobytes(),
-          f"(max {max_ulp(result, eager):.0f} ulp)")
+    oracle = isokernel.jit(vegetation_attenuation, strategy="reference")
+    print("reference == eager NumPy, bit for bit:",
+          oracle(ndvi, 0.12).tobytes() == eager.tobytes())
+    # auto picks native when a C compiler exists: exp is then the C library's,
+    # within the ulp bound its capsule states
+    compiled = isokernel.jit(vegetation_attenuation).lower(ndvi, 0.12).compile()
+    print(f"native: max {max_ulp(compiled(ndvi, 0.12), eager):.0f} ulp from eager NumPy")
+    portable = isokernel.jit(vegetation_attenuation, numerics="portable")
+    reference_portable = isokernel.jit(vegetation_attenuation, strategy="reference",
+                                       numerics="portable")
+    print("portable numerics, native == reference bit for bit:",
+          portable(ndvi, 0.12).tobytes() == reference_portable(ndvi, 0.12).tobytes())
     print(compiled.report())
 
 

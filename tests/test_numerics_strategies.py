@@ -246,13 +246,21 @@ def test_row_max_and_min_return_numpys_nan_on_every_strategy(strategy, dtype):
     assert_contract(strategy.name, ik.jit(model, strategy=strategy.name)(x), want)
 
 
+@pytest.mark.parametrize("tables", [False, True], ids=["closed-form", "tables"])
 @pytest.mark.parametrize("numerics", ["native", "portable"])
-def test_the_soil_moisture_retrieval_kernel_vectorizes(numerics, tmp_path):
+def test_the_soil_moisture_retrieval_kernel_vectorizes(numerics, tables, tmp_path):
     """The flagship's row region (class parameters as select chains on an
-    integer class, bool logic, max/min, Stage 3's sweeps) is one vectorized
-    loop: selects and max/min are bit-mask selects, and/or are bitwise."""
+    integer class, bool logic, max/min, Stage 3's sweeps, and with tables the
+    float-to-int clay layer feeding the look-ups) is one vectorized loop:
+    selects and max/min are bit-mask selects, and/or are bitwise, and the
+    float-to-int cast is a blend."""
+    import functools
+
     from isokernel.models.soil_moisture import generate_scene, retrieve, scene_inputs
+    from isokernel.models.soil_moisture.lookups import mironov_lookups
     args = scene_inputs(generate_scene(600, seed=1))
-    compiled = ik.jit(retrieve, strategy="native", numerics=numerics).lower(*args).compile()
+    model = functools.partial(retrieve, lookups=mironov_lookups().lookups if tables else None)
+    model.__name__ = "retrieve"
+    compiled = ik.jit(model, strategy="native", numerics=numerics).lower(*args).compile()
     notes = _block_loop_report(compiled.source(), tmp_path)
     assert any("loop vectorized" in n for n in notes), notes

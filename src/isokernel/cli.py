@@ -57,6 +57,9 @@ def _demo_parser(sub) -> None:
     demo.add_argument("--figure", default="soil-moisture-demo.png", metavar="PNG",
                       help="figure path (default soil-moisture-demo.png)")
     demo.add_argument("--no-figure", action="store_true", help="do not write the figure")
+    demo.add_argument("--stage4", choices=["table", "closed-form"], default="table",
+                      help="Stage 4 (and kappa) through the inverse and Mironov tables "
+                           "(default), or the exact closed-form inverse")
     demo.add_argument("--stage5", action="store_true",
                       help="add Stage 5: per-pixel Levenberg-Marquardt refinement of (mv, VWC) "
                            "against TB_V and sigma0_HH, Jacobian by jacfwd")
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "demo":
             run_demo(args.pixels, args.dtype, args.repeats, args.seed, args.chunks,
                      None if args.no_figure else args.figure, save_scene=args.save_scene,
-                     stage5=args.stage5)
+                     stage4=args.stage4, stage5=args.stage5)
         elif args.command == "run":
             run_model(stage5_model(args.model, args.stage5), args.input, args.output,
                       args.var, parse_chunks(args.chunks), args.dask, args.workers, args.dtype,

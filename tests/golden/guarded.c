@@ -10,7 +10,10 @@
 
 ISK_INLINE int32_t isk_f64_to_i32(double x)
 {
-    return ((double)x >= -2147483648.0 && (double)x < 2147483648.0) ? (int32_t)x : INT32_MIN;  /* x86 cvtt: NaN, inf, out of range -> MIN */
+    const int32_t ok = ((double)x >= -2147483648.0) & ((double)x < 2147483648.0);
+    const int32_t r = (int32_t)(ok ? x : (double)0);
+    const int32_t m = -ok;  /* all ones when in range: a blend, not a branch */
+    return (r & m) | ((int32_t)INT32_MIN & ~m);
 }
 ISK_INLINE double isk_select_f64(uint8_t c, double a, double b)
 {

@@ -154,6 +154,15 @@ def _helper(name: str):
     return rule
 
 
+def _float_helper(name: str):
+    """A call to a one-operand prelude function on floats, e.g. ``isk_floor_f64(x)``."""
+    def rule(t: Ctx, x):
+        if t.dtype not in dtypes.FLOATS:
+            return None
+        return f"isk_{name}_{SHORT[t.dtype]}({x})"
+    return rule
+
+
 def _compare(op: str):
     return lambda t, x, y: f"(uint8_t)({x} {op} {y})"
 
@@ -217,8 +226,7 @@ MATH = {
     Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SIN: "sin",
     Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos", Op.ATAN: "atan",
     Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh", Op.ACOSH: "acosh",
-    Op.ATANH: "atanh", Op.POW: "pow", Op.ATAN2: "atan2", Op.FLOOR: "floor", Op.CEIL: "ceil",
-    Op.ROUND: "rint", Op.TRUNC: "trunc",
+    Op.ATANH: "atanh", Op.POW: "pow", Op.ATAN2: "atan2", Op.ROUND: "rint",
 }
 """libm functions by op (float64 names; float32 adds ``f``). ``rint`` is
 NumPy's ``round`` (half to even in the default rounding mode)."""
@@ -248,6 +256,11 @@ C_EXPR = {
     Op.AND: lambda t, x, y: f"(uint8_t)({x} & {y})",
     Op.OR: lambda t, x, y: f"(uint8_t)({x} | {y})",
     Op.SELECT: _select,
+    # floor, ceil and trunc as rint corrected (prelude helpers): GCC vectorizes rint but
+    # not floor/ceil/trunc under -ftrapping-math
+    Op.FLOOR: _float_helper("floor"),
+    Op.CEIL: _float_helper("ceil"),
+    Op.TRUNC: _float_helper("trunc"),
     Op.LDEXP: _exponent_op("ldexp"),
     Op.LOGB: _exponent_op("logb"),
     Op.COPYSIGN: _float_only("copysign"),
@@ -265,7 +278,7 @@ REDUCE_IDENTITY = {Op.REDUCE_SUM: 0, Op.REDUCE_PROD: 1}
 
 TRANSCENDENTAL_NAMES = frozenset(
     name for op, name in MATH.items()
-    if op not in (Op.SQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC))
+    if op not in (Op.SQRT, Op.ROUND))
 
 
 # --- the prelude: helpers the expressions call --------------------------------------------
@@ -328,14 +341,19 @@ ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
 
 
 def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int) -> str:
+    """Float to integer as NumPy does it on this CPU. Branch-free: only
+    in-range values reach the conversion (an out-of-range one is undefined in
+    C), so GCC can if-convert and vectorize loops that contain it."""
     limit = f"{2.0 ** (bits - 1):.1f}"
-    if FLOAT_TO_INT == "indefinite":
-        body = (f"return ((double)x >= -{limit} && (double)x < {limit}) ? ({t})x : {lo};"
-                f"  /* x86 cvtt: NaN, inf, out of range -> MIN */")
-    else:
-        body = (f"return x != x ? 0 : ((double)x < -{limit} ? {lo} : "
-                f"((double)x >= {limit} ? {hi} : ({t})x));  /* saturating */")
     ctype = "float" if src == "f32" else "double"
+    if FLOAT_TO_INT == "indefinite":
+        out = f"{lo}"  # x86 cvtt: NaN, inf, out of range -> MIN
+    else:
+        out = f"(x != x ? ({t})0 : ((double)x < 0 ? {lo} : {hi}))"  # saturating
+    body = (f"const {t} ok = ((double)x >= -{limit}) & ((double)x < {limit});\n"
+            f"    const {t} r = ({t})(ok ? x : ({ctype})0);\n"
+            f"    const {t} m = -ok;  /* all ones when in range: a blend, not a branch */\n"
+            f"    return (r & m) | (({t}){out} & ~m);")
     return f"ISK_INLINE {t} isk_{src}_to_{dst}({ctype} x)\n{{\n    {body}\n}}\n"
 
 
@@ -347,6 +365,31 @@ def _select_helper(s: str, t: str, u: str) -> str:
             f"    const {u} m = ({u})0 - ({u})c;\n"
             f"    x.f = a;\n    y.f = b;\n    x.u = (x.u & m) | (y.u & ~m);\n"
             f"    return x.f;\n}}\n")
+
+
+def _rounding_helpers(s: str, t: str) -> str:
+    """floor, ceil and trunc from rint (nearest integer, exact): the nearest
+    integer, moved one step when it lies on the wrong side of x; copysign
+    gives the result x's sign, as the C functions do (ceil(-0.5) is -0.0).
+    Exact for every float: integers, ±0, ±inf and NaN come back as they are."""
+    f = "f" if t == "float" else ""
+    one = f"1.0{f}"
+    return f"""\
+ISK_INLINE {t} isk_floor_{s}({t} x)
+{{
+    const {t} near = rint{f}(x);
+    return copysign{f}(near > x ? near - {one} : near, x);
+}}
+ISK_INLINE {t} isk_ceil_{s}({t} x)
+{{
+    const {t} near = rint{f}(x);
+    return copysign{f}(near < x ? near + {one} : near, x);
+}}
+ISK_INLINE {t} isk_trunc_{s}({t} x)
+{{
+    return x < 0 ? isk_ceil_{s}(x) : isk_floor_{s}(x);
+}}
+"""
 
 
 def _bits_helper(s: str, t: str, u: str) -> str:
@@ -469,6 +512,8 @@ HELPERS = {
     "isk_bits_f64": _bits_helper("f64", "double", "uint64_t"),
     "isk_select_f32": _select_helper("f32", "float", "uint32_t"),
     "isk_select_f64": _select_helper("f64", "double", "uint64_t"),
+    "isk_floor_f32": _rounding_helpers("f32", "float"),
+    "isk_floor_f64": _rounding_helpers("f64", "double"),
     "isk_floordiv_f32": _divmod_helpers("f32", "float"),
     "isk_floordiv_f64": _divmod_helpers("f64", "double"),
     "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t"),
@@ -489,8 +534,10 @@ HELPERS = {
                                      "0x4330000000000000ull"),
 }
 """Prelude functions by name; the floordiv entry also defines rem (and the
-shared divmod), so ``isk_rem_*`` maps to it in ``helper_for``."""
+shared divmod), and the floor entry ceil and trunc, so ``helper_for`` maps
+those names to them."""
 
 
 def helper_for(name: str) -> str:
+    name = name.replace("isk_ceil_", "isk_floor_").replace("isk_trunc_", "isk_floor_")
     return name.replace("isk_rem_", "isk_floordiv_")

@@ -5,6 +5,8 @@ unless ``workers=`` says otherwise."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 import isokernel as ik
 import isokernel.numpy as inp
-from isokernel.backends import threads
+from isokernel.backends import loops, threads
 from isokernel.backends.parity import bit_identical
 from isokernel.backends.pixel import partition
 from isokernel.backends.platform import cpu_budget
@@ -20,7 +22,15 @@ from isokernel.ir import EVAL, Op, dtypes
 from isokernel.ir.ops import COMPARE, LAYOUT, TRANSFORM_ONLY
 
 from .conftest import assert_contract
-from .test_random_programs import ALL_KINDS, make_inputs, run_program
+from .test_random_programs import (
+    ALL_KINDS,
+    BINARY,
+    UNARY,
+    _step,
+    make_inputs,
+    run_program,
+)
+from .test_random_programs import COMPARE as COMPARE_KINDS
 
 # --- INTO: the reference rules writing into a buffer --------------------------------------
 
@@ -198,8 +208,23 @@ def test_report_and_source_of_threads():
     compiled = ik.jit(lambda v: inp.exp(v) * 2.0, strategy="threads", workers=2).lower(x)
     compiled = compiled.compile()
     text = str(compiled.report())
-    assert "bit-identical to reference" in text and "numpy.exp on row tiles" in text
+    assert "bit-identical to reference" in text
+    assert "numpy.exp strided loop on row tiles (GIL-free C driver)" in text
+    assert "region 0: NumPy's strided loops, GIL-free C driver" in text
+    assert "fp errors" in text and "np.errstate" in text
     assert "row-independent along axis 0 (5000 rows)" in text
+    source = compiled.source()
+    assert "loop exp" in source and "# exp @ test_threads.py:" in source
+
+
+def test_report_and_source_of_the_python_tiles(monkeypatch):
+    monkeypatch.setattr(loops, "unavailable_reason", lambda: "no driver (test)")
+    x = np.linspace(0.0, 1.0, 5000)
+    compiled = ik.jit(lambda v: inp.exp(v) * 2.0, strategy="threads", workers=2).lower(x)
+    compiled = compiled.compile()
+    text = str(compiled.report())
+    assert "numpy.exp on row tiles (out=)" in text and "GIL-free C driver" not in text
+    assert "region 0: NumPy ufunc calls from Python (out=); not GIL-free: no driver" in text
     assert "out=" in compiled.source() and "# exp @ test_threads.py:" in compiled.source()
 
 
@@ -222,3 +247,221 @@ def _tau_omega_ulp(name: str) -> int:
     if name == "native":
         return 8
     return cuda_eager.ULP_BOUND[Op.EXP] + 3 if name.startswith("cuda") else 0
+
+
+# --- the GIL-free path: NumPy's own strided loops called from C ---------------------------
+
+GIL_FREE_KINDS = UNARY + BINARY + COMPARE_KINDS + ["hypot", "clip", "isnan_select", "where_compare",
+                                              "scale_weak", "pow_weak", "to_other_float",
+                                              "through_bool", "through_int", "square_view"]
+
+
+def _gil_free_step(x, y, kind, scalar):
+    """The elementwise ops, selects and the casts the driver runs itself."""
+    other = inp.float32 if x.dtype == np.float64 else inp.float64
+    if kind == "to_other_float":  # there and back: both float casts
+        return inp.astype(inp.astype(x, other) * scalar, x.dtype)
+    if kind == "through_bool":
+        return inp.astype(inp.astype(x, bool), x.dtype) + y
+    if kind == "through_int":  # bool -> int32 -> int64 -> float
+        flags = inp.astype(inp.astype(x > y, inp.int32), inp.int64)
+        return inp.astype(flags, x.dtype) * x
+    if kind == "square_view":  # a reshape view read by a loop, and a view output
+        return inp.reshape(x * x, (x.shape[0], 1))[:, 0]
+    return _step(inp, kind, x, y, scalar)
+
+
+SPECIALS = {
+    np.float64: np.array([0x7FF8000000000123, 0xFFF8000000000000, 0x7FF0000000000001,
+                          0x0000000000000001, 0x8000000000000000, 0x7FF0000000000000,
+                          0xFFF0000000000000, 0x000FFFFFFFFFFFFF, 0x7FEFFFFFFFFFFFFF],
+                         np.uint64).view(np.float64),
+    np.float32: np.array([0x7FC00123, 0xFFC00000, 0x7F800001, 0x00000001, 0x80000000,
+                          0x7F800000, 0xFF800000, 0x007FFFFF, 0x7F7FFFFF],
+                         np.uint32).view(np.float32),
+}
+"""NaN with a payload, negative NaN, signalling NaN, the smallest
+subnormal, -0, ±inf, the largest subnormal, the largest finite value."""
+
+
+@st.composite
+def gil_free_programs(draw):
+    pixels = draw(st.integers(1, 90))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    shapes = [(pixels,)] + [draw(st.sampled_from([(pixels,), ()]))
+                            for _ in range(draw(st.integers(0, 2)))]
+    steps = [(draw(st.sampled_from(GIL_FREE_KINDS)), draw(st.integers(0, 99)),
+              draw(st.integers(0, 99)), draw(st.sampled_from([0.5, 2.0, -1.5, 3])))
+             for _ in range(draw(st.integers(1, 8)))]
+    specials = draw(st.lists(st.integers(0, 10**6), max_size=6))
+    return (dtype, shapes, steps, draw(st.integers(0, 2**32 - 1)), specials,
+            draw(st.integers(1, 4)), draw(st.integers(1, 9)))
+
+
+def _with_specials(dtype, shapes, seed, picks):
+    inputs = make_inputs(dtype, shapes, seed)
+    first = inputs[0]
+    for k, pick in enumerate(picks):
+        first[pick % first.size] = SPECIALS[dtype][k % len(SPECIALS[dtype])]
+    return inputs
+
+
+def _interpret(steps):
+    def program(*xs):
+        pool = list(xs)
+        for kind, a, b, scalar in steps:
+            pool.append(_gil_free_step(pool[a % len(pool)], pool[b % len(pool)], kind, scalar))
+        return pool[-1], pool[0 if len(pool) < 2 else -2]
+    return program
+
+
+def _warned(fn, args):
+    with warnings.catch_warnings(record=True) as seen, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        out = fn(*args)
+    return out, [str(w.message) for w in seen if w.category is RuntimeWarning]
+
+
+@settings(max_examples=150)
+@given(gil_free_programs())
+def test_gil_free_path_is_bit_identical_and_warns_as_the_reference(case):
+    """Elementwise programs with selects and casts over special values: the
+    region runs on the driver (asserted), gives the reference's bits, and
+    the floating-point warnings are the reference's, op by op, in order."""
+    dtype, shapes, steps, seed, picks, workers, tile_rows = case
+    inputs = _with_specials(dtype, shapes, seed, picks)
+    program = _interpret(steps)
+    reference = ik.jit(program, strategy="reference").lower(*inputs).compile()
+    compiled = ik.jit(program, strategy="threads", workers=workers,
+                      tile_rows=tile_rows).lower(*inputs).compile()
+    want, want_warnings = _warned(reference, inputs)
+    got, got_warnings = _warned(compiled, inputs)
+    paths = [r.path for r in compiled.executable._runners.values()]
+    assert all(p == loops.PATH for p in paths), paths
+    assert all(bit_identical(a, b) for a, b in zip(got, want))
+    assert got_warnings == want_warnings
+
+
+def test_gil_free_covers_two_dimensional_rows_and_column_inputs():
+    """Rows of several elements: contiguous (P, m) operands take one loop
+    call per tile; a (P, 1) column and a scalar broadcast too."""
+    x = np.linspace(-2.0, 2.0, 4001 * 3).reshape(4001, 3)
+    c = np.linspace(1.0, 2.0, 4001).reshape(4001, 1)
+
+    def f(x, c):
+        return inp.where(x > 0.5, inp.exp(x) * 3.0, -x), inp.sqrt(c) + 1.0
+    compiled = ik.jit(f, strategy="threads", workers=3, tile_rows=77).lower(x, c).compile()
+    assert [r.path for r in compiled.executable._runners.values()] == [loops.PATH]
+    want = ik.jit(f, strategy="reference")(x, c)
+    assert all(bit_identical(a, b) for a, b in zip(compiled(x, c), want))
+
+
+@pytest.mark.parametrize(("program", "reason"), [
+    (lambda x, p: inp.sum(x * 2.0, axis=1), "reduce_sum"),
+    (lambda x, p: x * p, "row by row or buffer"),  # (P, m) times a broadcast row (m,)
+    (lambda x, p: inp.astype(x, inp.int32) + 1, "cast float64 to int32"),
+])
+def test_regions_the_driver_cannot_run_use_the_python_tiles(program, reason):
+    x = np.linspace(-3.0, 3.0, 700 * 3).reshape(700, 3)
+    p = np.array([0.5, 2.0, -1.0])
+    compiled = ik.jit(program, strategy="threads", workers=2, tile_rows=50).lower(x, p).compile()
+    (path,) = [r.path for r in compiled.executable._runners.values()]
+    assert path.startswith(loops.PYTHON_PATH) and reason in path, path
+    want = ik.jit(program, strategy="reference")(x, p)
+    assert bit_identical(compiled(x, p), want)
+
+
+def test_a_layout_numpy_iterates_differently_falls_back_for_that_call():
+    """Planned for C-contiguous rows; a Fortran-ordered (P, m) input is not
+    one loop call per tile for NumPy, so that call runs the Python tiles
+    (bits still the reference's), and a later contiguous call the driver."""
+    def f(v):
+        return inp.exp(v) - v
+    x = np.linspace(-3.0, 3.0, 500 * 2).reshape(500, 2)
+    compiled = ik.jit(f, strategy="threads", workers=2, tile_rows=64).lower(x).compile()
+    reference = ik.jit(f, strategy="reference")
+    (runner,) = compiled.executable._runners.values()
+    for other in (np.asfortranarray(x), np.linspace(-3.0, 3.0, 4000).reshape(1000, 4)[::2, 1:3]):
+        assert bit_identical(compiled(other), reference(other))
+        assert runner.path.startswith(loops.PYTHON_PATH)
+    assert bit_identical(compiled(x), reference(x)) and runner.path == loops.PATH
+    rows = np.linspace(-3.0, 3.0, 1000)[::2]  # 1-D with a stride of 16 B: still one call
+    compiled = ik.jit(f, strategy="threads", workers=2, tile_rows=64).lower(rows).compile()
+    assert bit_identical(compiled(rows), reference(rows))
+    assert [r.path for r in compiled.executable._runners.values()] == [loops.PATH]
+
+
+def test_gil_free_errors_follow_the_callers_errstate():
+    x = np.array([1.0, 0.0, -1.0, 4.0] * 500)
+    divide = ik.jit(lambda v: 1.0 / v, strategy="threads", workers=2, tile_rows=100)
+    root = ik.jit(lambda v: inp.sqrt(v) + 1.0, strategy="threads", workers=2, tile_rows=100)
+    assert divide.lower(x).compile().executable._runners[0].path == loops.PATH
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError,
+                                                     match="divide by zero encountered in divide"):
+        divide(x)
+    with np.errstate(invalid="warn"), pytest.warns(RuntimeWarning,
+                                                   match="invalid value encountered in sqrt"):
+        root(x)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        root(x)
+    calls = []
+    with np.errstate(divide="call", invalid="log"), np.errstate(call=_Log(calls)):
+        divide(x)
+        root(x)
+    assert calls == [("divide by zero", 1), "Warning: invalid value encountered in sqrt\n"]
+
+
+class _Log:
+    """Both an errstate callback and a log (an object with ``write``)."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __call__(self, text, flags):
+        self.seen.append((text, flags))
+
+    def write(self, message):
+        self.seen.append(message)
+
+
+CAST_TYPES = [dtypes.bool_, dtypes.int32, dtypes.int64, dtypes.float32, dtypes.float64]
+
+
+@pytest.mark.parametrize("source", CAST_TYPES, ids=str)
+def test_driver_casts_equal_astype_bit_for_bit(source):
+    """Every pair the driver converts, on special values (f64 -> f32
+    overflow, subnormals, NaN payloads, integer extremes), with the
+    flags NumPy's cast raises."""
+    values = np.concatenate([SAMPLES[source], SPECIALS[np.float64].astype(source)
+                             if source in dtypes.FLOATS else SAMPLES[source][:0],
+                             np.array([1e300, -1e-300, 3e38], np.float64).astype(source)
+                             if source.kind == "f" else SAMPLES[source][:0]])
+    for target in CAST_TYPES:
+        if source in dtypes.FLOATS and target in dtypes.INTS:
+            continue
+        with np.errstate(all="ignore"):
+            want = values.astype(target)
+        got, flags = _driver_cast(values, target)
+        assert bit_identical(got, want), f"{source} -> {target}"
+        with np.errstate(all="raise"):
+            try:
+                values.astype(target)
+                numpy_flags = 0
+            except FloatingPointError:
+                numpy_flags = 1
+        assert bool(flags) == bool(numpy_flags), f"{source} -> {target}: flags {flags}"
+
+
+def _driver_cast(values: np.ndarray, target) -> tuple[np.ndarray, int]:
+    """``values`` through one driver cast step."""
+    from isokernel.codegen import driver
+
+    out = np.empty(values.shape, target)
+    operands = [loops.Operand(values, 0), loops.Operand(out, 1)]
+    step = loops.cast_step(operands)
+    program = loops.Program.build({values.size: [step]}, [[(0, values.size)]])
+    fpe = np.zeros(1, np.uint32)
+    bases = np.array([values.ctypes.data, out.ctypes.data], np.uintp)
+    assert driver.load_driver().run(program.steps, program.tiles[0], bases, fpe) == 0
+    return out, int(fpe[0])

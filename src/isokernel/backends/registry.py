@@ -16,11 +16,11 @@ from .planning import Profile
 from .reference import PROVIDER as NUMPY
 from .reference import ReferenceExecutable
 from .strategies import Strategy, register_strategy
-from .threads import PROVIDER as TILES
+from .threads import PROVIDERS as TILES
 from .threads import ThreadsExecutable
 
 REFERENCE_PROFILE = Profile("reference-cpu", "cpu", (NUMPY,), frozenset({"reference"}))
-THREADS_PROFILE = Profile("threads-cpu", "cpu", (TILES, NUMPY),
+THREADS_PROFILE = Profile("threads-cpu", "cpu", (*TILES, NUMPY),
                           frozenset({"checked", "reference"}))
 NATIVE_PROFILE = Profile("native-cpu", "cpu", (NATIVE, NUMPY), frozenset({"checked", "reference"}),
                          probe=codegen.unavailable_reason)

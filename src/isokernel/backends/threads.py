@@ -28,6 +28,7 @@ import numpy as np
 
 from ..ir import EVAL, Graph, Node, Op
 from ..transforms.fusion import unfuse
+from . import loops
 from .capsules import Capsule, lookup, register, registered
 from .liveness import VIEW_OPS
 from .pixel import ROWS, WHOLE, Outside, Partition, Region, partition
@@ -39,6 +40,8 @@ from .reference import PROVIDER as NUMPY_PROVIDER
 from .reference import _kernel
 
 PROVIDER = "numpy-tiles"
+PROVIDER_LOOPS = "numpy-loops"
+PROVIDERS = (PROVIDER_LOOPS, PROVIDER)
 DEFAULT_L2_BYTES = 1 << 20
 MIN_TILE_ROWS = 16
 
@@ -176,12 +179,12 @@ def run_tasks(work, count: int, workers: int) -> None:
             raise error
 
 
-def default_tile_rows(row_bytes: int, workers: int) -> int:
+def default_tile_rows(row_bytes: int, workers: int, gil_free: bool = False) -> int:
     """Rows per tile for a tile whose scratch costs ``row_bytes`` per row."""
-    return max(MIN_TILE_ROWS, tile_budget(workers) // max(1, row_bytes))
+    return max(MIN_TILE_ROWS, tile_budget(workers, gil_free) // max(1, row_bytes))
 
 
-def tile_budget(workers: int) -> int:
+def tile_budget(workers: int, gil_free: bool = False) -> int:
     """Bytes of a tile's working set. One worker: half the L2 cache, so every
     op streams from L2. Several: one and a half L2s. Each ufunc call is a
     point where a worker hands the GIL over, and on a busy 2-core machine a
@@ -189,7 +192,9 @@ def tile_budget(workers: int) -> int:
     rarer, which gains more than L2 residency loses (measured on tau-omega,
     1e7 pixels, 2 workers: half an L2 scaled 1.35x over one worker, 1.5 L2s
     1.75-1.9x)."""
-    return l2_bytes() // 2 if workers == 1 else 3 * l2_bytes() // 2
+    if gil_free or workers == 1:
+        return l2_bytes() // 2
+    return 3 * l2_bytes() // 2
 
 
 def l2_bytes() -> int:
@@ -358,7 +363,11 @@ def _exec(source: str, env: dict, name: str, label: str):
 
 
 class RegionRunner:
-    """Runs one region over the pixel axis: slices on the pool, tiles within."""
+    """Runs one region over the pixel axis: slices on the pool, tiles within.
+    A region whose every step is a call of NumPy's strided loop (or an exact
+    select, cast or copy) runs each slice through the GIL-free tile driver
+    (``loops``); any other region, or a call whose inputs NumPy would
+    iterate differently, runs the generated Python tile program."""
 
     def __init__(self, region: Region, pixels: int, workers: int, tile_rows: int | None):
         self.region = region
@@ -366,17 +375,30 @@ class RegionRunner:
         self.workers = workers
         self.hoisted = _hoisted(region)
         self.slots = _Slots(region, set(self.hoisted))
+        self._scratch = threading.local()
+        self._loops: dict[tuple, loops.Program | str] = {}
+        self.unavailable = loops.unavailable_reason()
+        self._tile(tile_rows, gil_free=self.unavailable is None)
+        planned = self.unavailable or self._planned()
+        if isinstance(planned, str) and self.unavailable is None:
+            self._tile(tile_rows, gil_free=False)  # Python tiles: fewer GIL hand-overs
+            self._loops.clear()
+            self._planned()
+        self.planned_gil_free = not isinstance(planned, str)
+        self._note(planned)
+
+    def _tile(self, tile_rows: int | None, gil_free: bool) -> None:
+        """Tile length, slices (chunks of tiles) and one Python program per length."""
         per_row = max(1, self.slots.row_bytes())
         if tile_rows is None:
-            tile_rows = default_tile_rows(per_row, workers)
-        self.tile_rows = min(pixels, tile_rows)
-        chunks = min(4 * workers, max(1, pixels // self.tile_rows))
+            tile_rows = default_tile_rows(per_row, self.workers, gil_free)
+        self.tile_rows = min(self.pixels, tile_rows)
+        chunks = min(4 * self.workers, max(1, self.pixels // self.tile_rows))
         self.chunks = [[(begin + a, begin + b) for a, b in
                         split(end - begin, -(-(end - begin) // self.tile_rows))]
-                       for begin, end in split(pixels, chunks)]
+                       for begin, end in split(self.pixels, chunks)]
         self.lengths = sorted({b - a for chunk in self.chunks for a, b in chunk})
         self._programs = {n: self._program(n) for n in self.lengths}
-        self._scratch = threading.local()
 
     def _program(self, rows: int):
         tile = _exec(*generate_tile(self.region, self.hoisted, self.slots, rows), "tile",
@@ -391,10 +413,19 @@ class RegionRunner:
             buffers = self.slots.allocate(self.tile_rows)
             views = {n: [b[:n] for b in buffers] for n in self.lengths}
             self._scratch.views = views
+            self._scratch.pointers = np.array([b.ctypes.data for b in buffers], np.uintp)
         return views
+
+    def scratch_pointers(self) -> np.ndarray:
+        self.scratch()
+        return self._scratch.pointers
 
     def run(self, rows_in: list, wholes: list, outs: list) -> None:
         hoisted = {n: self._programs[n][1](*wholes) for n in self.lengths}
+        program = self.loop_program(rows_in, wholes, hoisted)
+        if program is not None:
+            self._run_loops(program, rows_in, wholes, hoisted, outs)
+            return
 
         def work(chunk: int) -> None:
             scratch = self.scratch()
@@ -403,6 +434,109 @@ class RegionRunner:
                 self._programs[n][0](*(x[a:b] for x in rows_in), *wholes, *hoisted[n],
                                      *(o[a:b] for o in outs), *scratch[n])
         run_tasks(work, len(self.chunks), self.workers)
+
+    def source(self) -> str:
+        """The program the last call ran (before any call: the planned one)."""
+        rows = self.lengths[-1]
+        program = self._last if self.path == loops.PATH else None
+        if program is None:
+            return (generate_hoist(self.region, self.hoisted, rows)[0]
+                    + generate_tile(self.region, self.hoisted, self.slots, rows)[0])
+        return program.listing(self._slot_names())
+
+    def _slot_names(self) -> list[str]:
+        """Names of the bases table, as in the Python tile program."""
+        region, lengths = self.region, self.lengths
+        return ([f"r{k}" for k in range(len(region.row_inputs))]
+                + [f"o{k}" for k in range(len(region.outputs))]
+                + [f"w{k}" for k in range(len(region.whole_inputs))]
+                + [f"h{k}" for _ in lengths for k in range(len(self.hoisted))]
+                + [f"s{k}" for k in range(len(self.slots.kinds))])
+
+    # --- the GIL-free path ---
+
+    def loop_program(self, rows_in: list, wholes: list, hoisted: dict):
+        """The driver program for these inputs' layout (built once per
+        layout), or None when this call runs the Python tiles."""
+        if self.unavailable is not None:
+            return None
+        key = _layout_key(rows_in, wholes)
+        found = self._loops.get(key)
+        if found is None:
+            found = self._loops[key] = self._build(rows_in, wholes, hoisted)
+        self._note(found)
+        return None if isinstance(found, str) else found
+
+    def _note(self, found) -> None:
+        """The path the last call took (before any call: the planned one)."""
+        if isinstance(found, str):
+            self.path = f"{loops.PYTHON_PATH}; not GIL-free: {found}"
+        else:
+            self.path, self._last = loops.PATH, found
+
+    def _planned(self):
+        """The program for C-contiguous inputs, built before any call."""
+        rows = [np.zeros((self.tile_rows, *x.shape[1:]), x.dtype)
+                for x in self.region.row_inputs]
+        wholes = [_probe_whole(x) for x in self.region.whole_inputs]
+        hoisted = {n: self._programs[n][1](*wholes) for n in self.lengths}
+        found = self._loops[_layout_key(rows, wholes)] = self._build(rows, wholes, hoisted)
+        return found
+
+    def _build(self, rows_in: list, wholes: list, hoisted: dict):
+        """A Program, or the reason this layout cannot run on the driver."""
+        per_length = {}
+        try:
+            for li, n in enumerate(self.lengths):
+                tile = self._tile_operands(li, n, rows_in, wholes, hoisted[n])
+                per_length[n] = loops.tile_steps(self.region, self.hoisted,
+                                                 self.slots.assignment, tile, n, _tile_attrs)
+        except loops.Ineligible as why:
+            return str(why)
+        return loops.Program.build(per_length, self.chunks)
+
+    def _tile_operands(self, li: int, n: int, rows_in, wholes, hoisted) -> loops.TileOperands:
+        """The operands of a tile of ``n`` rows at row 0, numbered as the bases
+        table of a call: row inputs, outputs, wholes, hoisted views of each
+        tile length, then the worker's scratch."""
+        r, o, w, h = (len(rows_in), len(self.region.outputs), len(wholes), len(self.hoisted))
+        outs = [np.empty((n, *x.shape[1:]), x.dtype) for x in self.region.outputs]
+        scratch = self.slots.allocate(n)
+        first_scratch = r + o + w + h * len(self.lengths)
+        return loops.TileOperands(
+            rows=[loops.Operand(x[:n], k, 0, x.strides[0]) for k, x in enumerate(rows_in)],
+            outs=[loops.Operand(x, r + k, 0, x.strides[0]) for k, x in enumerate(outs)],
+            wholes=[loops.Operand(np.asarray(x), r + o + k) for k, x in enumerate(wholes)],
+            hoisted=[loops.Operand(x, r + o + w + h * li + k) for k, x in enumerate(hoisted)],
+            scratch=[loops.Operand(x, first_scratch + k) for k, x in enumerate(scratch)])
+
+    def _run_loops(self, program, rows_in, wholes, hoisted, outs) -> None:
+        wholes = [np.asarray(x) for x in wholes]  # alive until the driver returns
+        arrays = [*rows_in, *outs, *wholes, *(h for n in self.lengths for h in hoisted[n])]
+        common = np.array([_address(a) for a in arrays], np.uintp)
+        fpe = np.zeros((len(self.chunks), len(program.names)), np.uint32)
+
+        def work(chunk: int) -> None:
+            bases = np.concatenate((common, self.scratch_pointers()))
+            program.run_chunk(chunk, bases, fpe[chunk])
+        run_tasks(work, len(self.chunks), self.workers)
+        loops.give_fpe(program.names, np.bitwise_or.reduce(fpe, axis=0))
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _layout_key(rows_in: list, wholes: list) -> tuple:
+    """What a driver program depends on besides the addresses."""
+    arrays = [*rows_in, *(np.asarray(w) for w in wholes)]
+    return tuple((a.dtype.str, a.shape[1:], a.strides, a.flags.aligned) for a in arrays)
+
+
+def _probe_whole(node: Node):
+    if node.op is Op.CONST:
+        return node.attrs["value"].value
+    return np.zeros(node.shape, node.dtype)
 
 
 # --- the executable -----------------------------------------------------------------------
@@ -490,7 +624,8 @@ class ThreadsExecutable(StagedExecutable):
                              f"tile_rows=4096, or leave it to the L2 cache size")
         self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers, tile_rows)
                          for k, s in enumerate(self.partition.stages) if isinstance(s, Region)}
-        self.plan = node_plan(plan, self.partition, PROVIDER)
+        gil_free = {k: PROVIDER_LOOPS for k, r in self._runners.items() if r.planned_gil_free}
+        self.plan = node_plan(plan, self.partition, PROVIDER, gil_free)
 
     def run_region(self, k: int, region: Region, env: dict) -> None:
         runner = self._runners[k]
@@ -500,20 +635,22 @@ class ThreadsExecutable(StagedExecutable):
         env.update(zip(region.outputs, outs))
 
     def source(self) -> str:
-        parts = []
-        for k, runner in self._runners.items():
-            rows = runner.lengths[-1]
-            parts.append(f"# region {k}: tiles of {rows} rows\n"
-                         + generate_hoist(runner.region, runner.hoisted, rows)[0]
-                         + generate_tile(runner.region, runner.hoisted, runner.slots, rows)[0])
+        """Per region: the driver program (GIL-free) or the Python tile program."""
+        parts = [f"# region {k}: tiles of {runner.lengths[-1]} rows; {runner.path}\n"
+                 + runner.source() for k, runner in self._runners.items()]
         return "\n".join(parts) or "# no row region: every op runs whole by the reference rules\n"
 
     def report_lines(self) -> list[tuple[str, str]]:
         tiles = ", ".join(f"{r.tile_rows} rows ({len(r.slots.kinds)} scratch buffers)"
                           for r in self._runners.values()) or "none"
-        return [("workers", f"{self.workers} ({self.workers_source})"),
-                ("pixels", self.partition.describe()),
-                ("tiles", tiles)]
+        paths = "; ".join(f"region {k}: {r.path}" for k, r in self._runners.items()) or "none"
+        lines = [("workers", f"{self.workers} ({self.workers_source})"),
+                 ("pixels", self.partition.describe()),
+                 ("tiles", tiles),
+                 ("tile path", paths)]
+        if any(r.path == loops.PATH for r in self._runners.values()):
+            lines.append(("fp errors", loops.FPE_POLICY))
+        return lines
 
 
 # --- capsules -----------------------------------------------------------------------------
@@ -530,16 +667,29 @@ class NodePlan(Plan):
         return list(counts.items())
 
 
-def node_plan(plan: Plan, part: Partition, provider: str) -> NodePlan:
-    """The plan as run: nodes inside a region under ``provider``'s capsules,
-    the others under the reference's."""
-    inside = {n for r in part.regions for n in r.nodes}
+def node_plan(plan: Plan, part: Partition, provider: str,
+              by_stage: dict[int, str] | None = None) -> NodePlan:
+    """The plan as run: nodes inside a region under ``provider``'s capsules
+    (or the provider ``by_stage`` names for that region's stage), the others
+    under the reference's."""
+    inside = {n: (by_stage or {}).get(k, provider) for k, stage in enumerate(part.stages)
+              if isinstance(stage, Region) for n in stage.nodes}
     capsules = {}
     for node in part.graph.nodes:
         if node.op in (Op.INPUT, Op.CONST):
             continue
-        capsules[node] = lookup(node.op, provider if node in inside else NUMPY_PROVIDER)
+        capsules[node] = lookup(node.op, inside.get(node, NUMPY_PROVIDER))
     return NodePlan(part.graph, plan.profile, plan.capsules, capsules)
+
+
+LOOP_CAPSULE_NAMES = {
+    **{op: "{} strided loop on row tiles (GIL-free C driver)"
+       for op, rule in EVAL.items() if isinstance(rule, np.ufunc)},
+    Op.SELECT: "{} as a bit copy per element on row tiles (GIL-free C driver)",
+    Op.CAST: "{} as NumPy's C conversion on row tiles (GIL-free C driver)",
+    **{op: "{} as pointer and strides on row tiles (GIL-free C driver)" for op in VIEW_OPS},
+}
+"""The ops a region on the GIL-free path runs, and how (``loops``)."""
 
 
 def _register_capsules() -> None:
@@ -547,10 +697,13 @@ def _register_capsules() -> None:
     for op, capsule in reference.items():
         if op in NOT_IN_TILES:
             continue
-        policy = capsule.numerical_policy
-        register(Capsule(name=f"{capsule.name} on row tiles (out=)", op=op, provider=PROVIDER,
-                         device="cpu", trust="checked", vjp_mode=capsule.vjp_mode,
-                         numerical_policy=policy))
+        kinds = [(PROVIDER, f"{capsule.name} on row tiles (out=)")]
+        if op in LOOP_CAPSULE_NAMES:
+            kinds.append((PROVIDER_LOOPS, LOOP_CAPSULE_NAMES[op].format(capsule.name)))
+        for provider, name in kinds:
+            register(Capsule(name=name, op=op, provider=provider, device="cpu",
+                             trust="checked", vjp_mode=capsule.vjp_mode,
+                             numerical_policy=capsule.numerical_policy))
 
 
 _register_capsules()

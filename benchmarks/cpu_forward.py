@@ -258,12 +258,20 @@ def report(dtype, pixels, workers_list, rows, best, bits, rounds, repeats) -> di
         seconds = best[(name, w)]
         print(f"  {name:<28}{w or '-':>8}{pixels / seconds / 1e6:>10.1f}"
               f"{eager / seconds:>9.2f}x  {bits[(name, w)]}")
+    threads = ik.jit(tau_omega, strategy="threads", workers=max(workers_list))
+    print(f"  threads tile path: {tile_paths(threads, synthetic_inputs(pixels, dtype))}")
     for w in workers_list:
         bw = copy_bandwidth(5 * pixels * item, w, 2 * repeats)
         floor = bw / (5 * item) / 1e6
         print(f"  memory-bandwidth floor, {w} worker(s): {floor:,.0f} Mpixel/s "
               f"(copy {bw / 1e9:.1f} GB/s; 3 inputs + 2 outputs = {5 * item} B/pixel)")
     return {k: pixels / v / 1e6 for k, v in best.items()}
+
+
+def tile_paths(jitted, args) -> str:
+    """How ``threads`` ran each region (the report's ``tile path`` line)."""
+    lines = dict(jitted.lower(*args).compile().executable.report_lines())
+    return lines["tile path"]
 
 
 def acceptance(speeds: dict) -> None:

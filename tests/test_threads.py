@@ -433,10 +433,10 @@ def test_driver_casts_equal_astype_bit_for_bit(source):
     """Every pair the driver converts, on special values (f64 -> f32
     overflow, subnormals, NaN payloads, integer extremes), with the
     flags NumPy's cast raises."""
-    values = np.concatenate([SAMPLES[source], SPECIALS[np.float64].astype(source)
-                             if source in dtypes.FLOATS else SAMPLES[source][:0],
-                             np.array([1e300, -1e-300, 3e38], np.float64).astype(source)
-                             if source.kind == "f" else SAMPLES[source][:0]])
+    extra = [SPECIALS[np.float64], np.array([1e300, -1e-300, 3e38, 2.0**-1070])]
+    with np.errstate(all="ignore"):
+        values = np.concatenate([SAMPLES[source], *(x.astype(source) for x in extra
+                                                    if source in dtypes.FLOATS)])
     for target in CAST_TYPES:
         if source in dtypes.FLOATS and target in dtypes.INTS:
             continue
@@ -465,3 +465,51 @@ def _driver_cast(values: np.ndarray, target) -> tuple[np.ndarray, int]:
     bases = np.array([values.ctypes.data, out.ctypes.data], np.uintp)
     assert driver.load_driver().run(program.steps, program.tiles[0], bases, fpe) == 0
     return out, int(fpe[0])
+
+
+def test_integer_regions_on_the_driver_and_integer_power_in_python():
+    """Integer loops run on the driver, and their division by zero reaches
+    errstate as NumPy's; integer ``power`` (which raises through Python for
+    negative exponents) keeps its region on the Python tiles."""
+    v = np.arange(-350, 350, dtype=np.int64)
+    w = (v % 7) - 3
+
+    def divide(v, w):
+        return v // w + v % w
+    compiled = ik.jit(divide, strategy="threads", workers=2, tile_rows=40).lower(v, w).compile()
+    assert [r.path for r in compiled.executable._runners.values()] == [loops.PATH]
+    with np.errstate(divide="ignore"):
+        assert bit_identical(compiled(v, w), ik.jit(divide, strategy="reference")(v, w))
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="floor_divide"):
+        compiled(v, w)
+    power = ik.jit(lambda v, w: v ** w, strategy="threads", workers=2, tile_rows=40)
+    (runner,) = power.lower(v, w).compile().executable._runners.values()
+    assert "reports errors through Python" in runner.path
+    with pytest.raises(ValueError, match="negative integer powers"):
+        power(v, w)
+
+
+def test_the_driver_capsules_cover_exactly_what_the_program_builder_runs():
+    ufuncs = {op for op, rule in EVAL.items() if isinstance(rule, np.ufunc)}
+    assert set(threads.LOOP_CAPSULE_NAMES) == ufuncs | {Op.SELECT, Op.CAST} | threads.VIEW_OPS
+    x = np.linspace(0.0, 1.0, 64)
+    text = str(ik.jit(lambda v: inp.where(v > 0.5, inp.astype(inp.astype(v, inp.float32),
+                                                              inp.float64), v),
+                      strategy="threads", workers=2).lower(x).compile().report())
+    assert "numpy.where as a bit copy per element on row tiles (GIL-free C driver)" in text
+    assert "numpy.ndarray.astype as NumPy's C conversion on row tiles" in text
+
+
+def test_without_the_private_numpy_api_or_a_compiler_the_reason_is_given(monkeypatch):
+    from isokernel.codegen import driver
+    from isokernel.ir import BackendUnavailableError
+
+    assert loops.numpy_reason() is None and loops.unavailable_reason() is None
+    monkeypatch.setattr(loops, "CALL_INFO", b"numpy_9.99_ufunc_call_info")
+    assert "ufunc._get_strided_loop changed" in loops.numpy_reason()
+    monkeypatch.undo()
+
+    def no_compiler():
+        raise BackendUnavailableError("no C compiler found (test)")
+    monkeypatch.setattr(driver, "load_driver", no_compiler)
+    assert loops._driver_reason() == "tile driver unavailable: no C compiler found (test)"

@@ -6,10 +6,18 @@ Each row region of the graph (``pixel.partition``) is run over slices of
 the pixel axis, one task per slice; a task walks its slice in tiles whose
 working set fits in the L2 cache, and evaluates every node of the region on
 the tile with the NumPy rule of the reference, written into preallocated
-scratch (``INTO``: the same ufuncs with ``out=``), so no tile allocates an
-array. NumPy releases the GIL inside its loops, so tiles of different tasks
-overlap. Ops that are not row-local run whole, by the reference rules,
-between the regions.
+scratch, so no tile allocates an array. Ops that are not row-local run
+whole, by the reference rules, between the regions.
+
+A tile runs one of two ways. Where every node of the region is one call of
+NumPy's strided inner loop (the loop the ufunc call itself makes, ``loops``)
+or an exact select, cast or copy, a slice is one ctypes call of the tile
+driver (``codegen.driver``), which makes those calls from C without the GIL,
+so workers scale with the cores. Otherwise (reductions, pads, table
+look-ups, layouts NumPy iterates differently, no C compiler, a NumPy
+without ``ufunc._get_strided_loop``) the tile is generated straight-line
+Python calling the same ufuncs with ``out=`` (``INTO``); NumPy releases the
+GIL inside each loop, so tiles of different tasks still overlap.
 
 The pool, the worker count and the slicing are shared with ``native``.
 """
@@ -179,19 +187,23 @@ def run_tasks(work, count: int, workers: int) -> None:
             raise error
 
 
-def default_tile_rows(row_bytes: int, workers: int, gil_free: bool = False) -> int:
-    """Rows per tile for a tile whose scratch costs ``row_bytes`` per row."""
+def default_tile_rows(row_bytes: int, workers: int, gil_free: bool | None = None) -> int:
+    """Rows per tile for a tile whose scratch costs ``row_bytes`` per row;
+    ``gil_free=None``: for a region on the path this process can run."""
+    if gil_free is None:
+        gil_free = loops.unavailable_reason() is None
     return max(MIN_TILE_ROWS, tile_budget(workers, gil_free) // max(1, row_bytes))
 
 
 def tile_budget(workers: int, gil_free: bool = False) -> int:
-    """Bytes of a tile's working set. One worker: half the L2 cache, so every
-    op streams from L2. Several: one and a half L2s. Each ufunc call is a
-    point where a worker hands the GIL over, and on a busy 2-core machine a
-    wake-up costs tens of microseconds; larger tiles make those hand-overs
-    rarer, which gains more than L2 residency loses (measured on tau-omega,
-    1e7 pixels, 2 workers: half an L2 scaled 1.35x over one worker, 1.5 L2s
-    1.75-1.9x)."""
+    """Bytes of a tile's working set. On the GIL-free driver, or with one
+    worker: half the L2 cache, so every op streams from L2 (1/8 to 1.5 L2s
+    measured on tau-omega at 1e7 pixels: half is best or within noise).
+    Python tiles with several workers: one and a half L2s. There each ufunc
+    call is a point where a worker hands the GIL over, and on a busy 2-core
+    machine a wake-up costs tens of microseconds; larger tiles make those
+    hand-overs rarer, which gains more than L2 residency loses (2 workers:
+    half an L2 scaled 1.35x over one worker, 1.5 L2s 1.75-1.9x)."""
     if gil_free or workers == 1:
         return l2_bytes() // 2
     return 3 * l2_bytes() // 2
@@ -380,11 +392,9 @@ class RegionRunner:
         self.unavailable = loops.unavailable_reason()
         self._tile(tile_rows, gil_free=self.unavailable is None)
         planned = self.unavailable or self._planned()
-        if isinstance(planned, str) and self.unavailable is None:
-            self._tile(tile_rows, gil_free=False)  # Python tiles: fewer GIL hand-overs
-            self._loops.clear()
-            self._planned()
         self.planned_gil_free = not isinstance(planned, str)
+        if not self.planned_gil_free and self.unavailable is None:
+            self._tile(tile_rows, gil_free=False)  # Python tiles: the larger tiles
         self._note(planned)
 
     def _tile(self, tile_rows: int | None, gil_free: bool) -> None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codegen import driver as drv
+from ..codegen import unavailable_reason as compiler_reason
 from ..ir import EVAL, BackendUnavailableError, Node, Op, dtypes
 from ..ir.ops import LAYOUT
 from .liveness import VIEW_OPS
@@ -106,7 +107,7 @@ def _driver_reason() -> str | None:
     try:
         drv.load_driver()
     except (BackendUnavailableError, RuntimeError, OSError) as err:
-        return f"tile driver unavailable: {err}"
+        return f"tile driver unavailable: {compiler_reason() or err}"
     return None
 
 

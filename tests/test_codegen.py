@@ -14,9 +14,9 @@ import pytest
 import isokernel as ik
 from isokernel import codegen
 from isokernel.backends import get_strategy
-from isokernel.backends.pixel import partition
 from isokernel.codegen import compiler as cc
 from isokernel.codegen.c_expr import literal
+from isokernel.codegen.pixel import partition
 from isokernel.reports import devices_table
 
 GOLDEN = Path(__file__).parent / "golden"

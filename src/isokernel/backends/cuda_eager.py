@@ -25,6 +25,7 @@ import numpy as np
 
 from ..codegen import cuda as cg
 from ..codegen.c_expr import C_EXPR, MATH, Ctx
+from ..codegen.pixel import pixel_count
 from ..codegen.reduce import pairwise_tree
 from ..codegen.reduce import plan as reduce_plan
 from ..ir import Op, PlanningError, dtypes
@@ -32,7 +33,6 @@ from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
 from .capsules import Capsule, NumericalPolicy, lookup, register
 from .liveness import release_schedule, static_liveness
 from .native import ULP_BOUND as NATIVE_ULP
-from .pixel import pixel_count
 from .planning import Plan
 from .reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
 

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from ..codegen.pixel import pixel_count
 from ..ir import BackendUnavailableError, dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
@@ -26,7 +27,6 @@ from . import reductions
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
 from .hooks import check_block, choose_block, report_lines, run_probes
-from .pixel import pixel_count
 from .planning import plan
 from .report import Report
 from .strategies import STRATEGY_NAMES, choose, get_strategy

@@ -45,10 +45,10 @@ import numpy as np
 
 from ..codegen import driver as drv
 from ..codegen import unavailable_reason as compiler_reason
+from ..codegen.pixel import ROWS, WHOLE, Region
 from ..ir import EVAL, BackendUnavailableError, Node, Op, dtypes
 from ..ir.ops import LAYOUT
 from .liveness import VIEW_OPS
-from .pixel import ROWS, WHOLE, Region
 
 CALL_INFO = b"numpy_1.24_ufunc_call_info"
 PATH = "NumPy's strided loops, GIL-free C driver"

@@ -19,11 +19,11 @@ import re
 import numpy as np
 
 from .. import codegen
+from ..codegen.pixel import Region, partition
 from ..ir import Op
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
 from ..transforms.fusion import unfuse
 from .capsules import Capsule, NumericalPolicy, register
-from .pixel import Region, partition
 from .planning import Plan
 from .threads import StagedExecutable, _value, node_plan, resolve_workers, run_tasks, split
 

@@ -14,11 +14,11 @@ import functools
 
 import numpy as np
 
+from ..codegen.pixel import pixel_count
 from ..ir import EVAL, Graph, Op
 from ..ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
 from .capsules import Capsule, NumericalPolicy, register
 from .liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
-from .pixel import pixel_count
 from .planning import Plan
 from .reductions import check_mode
 from .reductions import kernel as reduction_kernel

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..codegen.pixel import ROWS, WHOLE, Outside, Partition, Region, partition
 from ..ir import EVAL, Graph, Node, Op
 from ..transforms.fusion import unfuse
 from . import loops
 from .capsules import Capsule, lookup, register, registered
 from .liveness import VIEW_OPS
-from .pixel import ROWS, WHOLE, Outside, Partition, Region, partition
 from .planning import Plan
 from .platform import cpu_budget
 from .reductions import check_mode

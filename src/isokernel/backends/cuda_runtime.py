@@ -22,6 +22,7 @@ import threading
 
 import numpy as np
 
+from ..codegen import cache
 from ..codegen import nvrtc as nvrtc_mod
 from ..codegen.cuda import (
     CudaModule,
@@ -188,10 +189,15 @@ class CudaRuntime:
             found = self._modules.get(key)
             if found is None:
                 built = nvrtc_mod.compile_cuda(source, self.arch, options, self.nvrtc)
-                with self.device:
-                    module = self.cp.RawModule(path=str(built.path))
-                    found = {n: Kernel(n, module.get_function(n), self.sm_count, block)
-                             for n in names}
+                # the verified bytes, from a file of this process's private directory
+                private = cache.private_copy(built.path.name, built.data)
+                try:
+                    with self.device:
+                        module = self.cp.RawModule(path=str(private))
+                        found = {n: Kernel(n, module.get_function(n), self.sm_count, block)
+                                 for n in names}
+                finally:
+                    cache.remove(private)
                 found["_built"] = built
                 self._modules[key] = found
         return found

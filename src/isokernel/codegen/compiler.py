@@ -1,4 +1,5 @@
-"""The system C compiler: probe, flags, compile, and the on-disk cache.
+"""The system C compiler: probe, flags, compile, and its entries in the on-disk
+cache (``cache``).
 
 The compiler is the first of ``cc``, ``gcc``, ``clang`` on PATH
 (``ISOKERNEL_CC`` names another). Code is compiled at ``-O3`` with FMA
@@ -9,14 +10,19 @@ setting ``errno``, so ``sqrt`` becomes one instruction and loops vectorize).
 
 Shared objects are cached under ``ISOKERNEL_CACHE_DIR`` (default
 ``~/.cache/isokernel/native``), keyed by the SHA-256 of the source, the
-compiler and its version, the flags and the CPU (``-march=native``). An
-entry is written to a temporary name and renamed into place, with a digest
-beside it; an entry whose digest does not match is rebuilt, never loaded.
+compiler and its version, the flags and the CPU (``-march=native``). The
+directory must be the user's own and private, an entry is loaded only from
+the bytes that matched its digest, and a compile leaves no temporaries
+behind (``cache`` says how). ``unavailable_reason`` (the native profile's
+probe) proves once per process, compiler and cache directory that the
+directory is usable and that the compiler makes a shared object that loads;
+otherwise it names the path or ``ISOKERNEL_CC`` and the fix.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import json
@@ -24,19 +30,21 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 import threading
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir import BackendUnavailableError
+from . import cache
 
 CANDIDATES = ("cc", "gcc", "clang")
 BASE_FLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno")
 CONTRACT_FLAGS = {False: "-ffp-contract=off", True: "-ffp-contract=fast"}
 NO_COMPILER = ("no C compiler found (looked for cc, gcc, clang on PATH; set ISOKERNEL_CC to "
                "use another)")
+FIX_CC = ("set ISOKERNEL_CC to a working C compiler (gcc or clang), or unset it to use cc, gcc "
+          "or clang from PATH")
+PROOF_SOURCE = "int isk_probe_answer(void) { return 42; }\n"
 PROBE_SOURCE = """\
 #include <math.h>
 __attribute__((simd("notinbranch"))) double exp(double);
@@ -95,53 +103,166 @@ def find_compiler_path() -> tuple[str, str] | None:
     return None
 
 
+def _no_compiler() -> str:
+    chosen = os.environ.get("ISOKERNEL_CC")
+    if not chosen:
+        return NO_COMPILER
+    return (f"no C compiler found: ISOKERNEL_CC={chosen} is not a program that runs and "
+            f"answers --version; {FIX_CC}")
+
+
+def _who(path: str, version: str) -> str:
+    chosen = os.environ.get("ISOKERNEL_CC")
+    if chosen:
+        return f"ISOKERNEL_CC={chosen} ({version})"
+    return f"the C compiler {path} ({version})"
+
+
+# --- the cache directory ------------------------------------------------------------------
+
+def location() -> cache.Location:
+    """Where the native cache is configured to be (no file is touched)."""
+    root = os.environ.get("ISOKERNEL_CACHE_DIR")
+    if root:
+        return cache.Location(Path(root), Path(root), "ISOKERNEL_CACHE_DIR")
+    base = Path.home() / ".cache" / "isokernel"
+    return cache.Location(base / "native", base, None)
+
+
+def cache_dir() -> Path:
+    """The native cache directory in use (``cache.directory``); raises
+    ``BackendUnavailableError`` naming the path and the fix where it cannot
+    be created or written."""
+    try:
+        return cache.directory(location())
+    except cache.CacheUnusable as err:
+        raise BackendUnavailableError(f"strategy 'native' is unavailable: {err}") from None
+
+
+# --- the probe ----------------------------------------------------------------------------
+
 def unavailable_reason() -> str | None:
-    return None if find_compiler_path() is not None else NO_COMPILER
+    """Why strategy ``native`` cannot run here (no compiler, a compiler that
+    makes no loadable shared object, an unusable cache directory), or None."""
+    probed = _probe(find_compiler_path(), location())
+    return probed if isinstance(probed, str) else None
+
+
+def current_compiler() -> Compiler:
+    """The compiler with its probed abilities; raises ``BackendUnavailableError``
+    with ``unavailable_reason``'s text."""
+    probed = _probe(find_compiler_path(), location())
+    if isinstance(probed, str):
+        raise BackendUnavailableError(f"strategy 'native' is unavailable: {probed}")
+    return probed
+
+
+class _Broken(Exception):
+    """The compiler cannot make a loadable shared object; the text says why."""
 
 
 _PROBE_LOCK = threading.Lock()
 
 
 @functools.cache
-def current_compiler() -> Compiler:
-    """The compiler with its probed abilities (cached on disk per compiler and CPU)."""
-    found = find_compiler_path()
+def _probe(found: tuple[str, str] | None, where: cache.Location) -> Compiler | str:
+    """The compiler, proven to work with this cache, or why not: once per
+    process, compiler and cache location. Its abilities are recorded on disk
+    (per compiler and CPU) once proven."""
     if found is None:
-        raise BackendUnavailableError(f"strategy 'native' is unavailable: {NO_COMPILER}")
-    path, version = found
-    record = cache_dir() / f"probe-{_digest(path, version, cpu_identity())[:24]}.json"
+        return _no_compiler()
     with _PROBE_LOCK:
         try:
-            known = json.loads(record.read_text())
-            return Compiler(path, version, bool(known["native_arch"]),
-                            bool(known["vector_math"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        native_arch = _compiles(path, ["-march=native"], "void isk_probe(void) {}\n", [])
-        arch = ["-march=native"] if native_arch else []
-        vector_math = _compiles(path, arch + ["-O3", "-fno-math-errno"], PROBE_SOURCE,
-                                ["-lmvec", "-lm"])
-        _write_atomic(record, json.dumps({"native_arch": native_arch,
-                                          "vector_math": vector_math}).encode())
-        return Compiler(path, version, native_arch, vector_math)
+            directory = cache.directory(where)
+            return _recorded(*found, directory) or _probed(*found, directory)
+        except (cache.CacheUnusable, _Broken) as err:
+            return str(err)
 
 
-def _compiles(path: str, flags: list[str], source: str, libs: list[str]) -> bool:
-    with tempfile.TemporaryDirectory(prefix="isokernel-probe-") as tmp:
-        src, out = Path(tmp, "probe.c"), Path(tmp, "probe.so")
-        src.write_text(source)
-        cmd = [path, *flags, "-fPIC", "-shared", "-Werror", "-o", str(out), str(src), *libs]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError):
-            return False
-        if done.returncode != 0:
-            return False
-        try:
-            ctypes.CDLL(str(out))
-        except OSError:
-            return False
-        return True
+def _record(path: str, version: str, directory: Path) -> Path:
+    return directory / f"probe-{_digest(path, version, cpu_identity(), 'proven')[:24]}.json"
+
+
+def _recorded(path: str, version: str, directory: Path) -> Compiler | None:
+    data = cache.read_file(_record(path, version, directory))
+    if data is None:
+        return None
+    try:
+        known = json.loads(data)
+        return Compiler(path, version, bool(known["native_arch"]), bool(known["vector_math"]))
+    except (ValueError, KeyError, TypeError):  # damaged: probe again
+        return None
+
+
+def _probed(path: str, version: str, directory: Path) -> Compiler:
+    native_arch = _compiles(path, ["-march=native"], "void isk_probe(void) {}\n", [], directory)
+    arch = ["-march=native"] if native_arch else []
+    vector_math = _compiles(path, arch + ["-O3", "-fno-math-errno"], PROBE_SOURCE,
+                            ["-lmvec", "-lm"], directory)
+    compiler = Compiler(path, version, native_arch, vector_math)
+    _prove(compiler, directory)
+    record = json.dumps({"native_arch": native_arch, "vector_math": vector_math}).encode()
+    try:
+        cache.write_atomic(_record(path, version, directory), record)
+    except OSError:  # a full disk: probed again by the next process
+        pass
+    return compiler
+
+
+def _compiles(path: str, flags: list[str], source: str, libs: list[str],
+              directory: Path) -> bool:
+    try:
+        run = _run(path, [*flags, "-fPIC", "-shared", "-Werror"], source, libs, directory,
+                   "probe")
+        if run.returncode == 0 and run.data is not None:
+            cache.load_library(run.data, "probe")
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _prove(cc: Compiler, directory: Path) -> None:
+    """Raise ``_Broken`` unless ``cc`` with the flags of ``build`` makes a
+    shared object that loads and answers."""
+    who = _who(cc.path, cc.version)
+    try:
+        run = _run(cc.path, cc.flags(False), PROOF_SOURCE, cc.libraries(), directory, "probe")
+    except OSError as err:
+        raise _Broken(f"{who} cannot be run in {directory} ({err}); {FIX_CC}") from None
+    if run.returncode != 0:
+        raise _Broken(f"{who} fails on a one-line program (exit status {run.returncode}: "
+                      f"{run.stderr.strip()[-300:]}); {FIX_CC}")
+    if run.data is None:
+        raise _Broken(f"{who} exits 0 but writes no shared object; {FIX_CC}")
+    try:
+        answer = cache.load_library(run.data, "probe").isk_probe_answer()
+    except (OSError, AttributeError) as err:
+        raise _Broken(f"{who} writes a shared object that does not load ({err}); "
+                      f"{FIX_CC}") from None
+    if answer != 42:
+        raise _Broken(f"{who} writes a shared object that answers {answer}, not 42; {FIX_CC}")
+
+
+@dataclass(frozen=True)
+class _Run:
+    returncode: int
+    stderr: str
+    data: bytes | None  # the shared object; None where the compiler wrote none
+
+
+def _run(path: str, flags, source: str, libs, directory: Path, stem: str) -> _Run:
+    """Compile ``source`` through temporaries in ``directory`` (named with
+    this pid, so a later compile removes them if this process is killed),
+    removed on any exit, Ctrl-C included."""
+    src, out = cache.temporary(directory, stem, ".c"), cache.temporary(directory, stem, ".so")
+    try:
+        cache.write_new(src, source.encode())
+        cmd = [path, *flags, "-o", str(out), str(src), *libs]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        return _Run(done.returncode, done.stderr, cache.read_file(out, check_mode=False))
+    finally:
+        cache.remove(src, out)
 
 
 @functools.cache
@@ -158,13 +279,6 @@ def cpu_identity() -> str:
     return platform.machine() + "\n" + "\n".join(keep)
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("ISOKERNEL_CACHE_DIR")
-    path = Path(root) if root else Path.home() / ".cache" / "isokernel" / "native"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _digest(*parts: str) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -173,11 +287,7 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
+# --- build --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Built:
@@ -194,50 +304,52 @@ def cache_key(source: str, cc: Compiler, flags) -> str:
                    cpu_identity())[:32]
 
 
-_LOADED: dict[str, ctypes.CDLL] = {}
-# a path once loaded stays loaded (dlopen matches by name): entries are loaded once per process
+_LOADED: dict[str, tuple[ctypes.CDLL, Built]] = {}
+# an object is loaded once per process: later builds of its key get the same library
 _BUILD_LOCK = threading.Lock()
 
 
 def build(source: str, contract: bool = False) -> tuple[ctypes.CDLL, Built]:
     """The loaded shared object of ``source``: from the cache when an intact
-    entry exists, else compiled now and stored atomically."""
+    entry of this user exists, else compiled now and stored atomically;
+    loaded, either way, from the bytes that were verified or compiled."""
     cc = current_compiler()
     flags = cc.flags(contract)
     key = cache_key(source, cc, flags)
     with _BUILD_LOCK:
         if key in _LOADED:
-            return _LOADED[key], Built(key, cache_dir() / f"{key}.so", flags, cc, True)
-        path, cached = _cached_or_compiled(source, key, cc, flags)
-        library = ctypes.CDLL(str(path))
-        _LOADED[key] = library
-        return library, Built(key, path, flags, cc, cached)
+            library, built = _LOADED[key]
+            return library, dataclasses.replace(built, cached=True)
+        data, built = _cached_or_compiled(source, key, cc, flags)
+        library = cache.load_library(data, key)
+        _LOADED[key] = library, built
+        return library, built
 
 
-def _cached_or_compiled(source: str, key: str, cc: Compiler, flags) -> tuple[Path, bool]:
+def _cached_or_compiled(source: str, key: str, cc: Compiler, flags) -> tuple[bytes, Built]:
     directory = cache_dir()
-    path, digest = directory / f"{key}.so", directory / f"{key}.sha256"
-    if _intact(path, digest):
-        return path, True
-    tmp = directory / f".{key}.{os.getpid()}.{uuid.uuid4().hex}"
-    src = tmp.with_suffix(".c")
-    src.write_text(source)
-    cmd = [cc.path, *flags, "-o", str(tmp.with_suffix(".so")), str(src), *cc.libraries()]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise CompileError(f"{cc.name} rejected generated code (kept in {src}); this is a "
-                           f"bug in isokernel's C emitter, please report it:\n{done.stderr}")
-    src.unlink()
-    data = tmp.with_suffix(".so").read_bytes()
-    _write_atomic(digest, hashlib.sha256(data).hexdigest().encode())
-    os.replace(tmp.with_suffix(".so"), path)
-    _write_atomic(directory / f"{key}.c", source.encode())
-    return path, False
+    path = directory / f"{key}.so"
+    data = cache.read(directory, key, ".so")
+    if data is not None:
+        return data, Built(key, path, flags, cc, True)
+    data = _compile(source, key, cc, flags, directory)
+    cache.store(directory, key, ".so", data, (".c", source.encode()))
+    return data, Built(key, path, flags, cc, False)
 
 
-def _intact(path: Path, digest: Path) -> bool:
+def _compile(source: str, key: str, cc: Compiler, flags, directory: Path) -> bytes:
+    cache.sweep(directory)
+    who = _who(cc.path, cc.version)
     try:
-        want = digest.read_text().strip()
-        return hashlib.sha256(path.read_bytes()).hexdigest() == want
-    except OSError:
-        return False
+        run = _run(cc.path, flags, source, cc.libraries(), directory, key)
+    except OSError as err:
+        raise BackendUnavailableError(f"strategy 'native' is unavailable: {who} could not "
+                                      f"compile in {directory} ({err})") from None
+    if run.returncode != 0:
+        kept = cache.keep(directory, f"rejected-{key}.c", source.encode())
+        raise CompileError(f"{cc.name} rejected generated code ({kept}); this is a bug in "
+                           f"isokernel's C emitter, please report it:\n{run.stderr}")
+    if run.data is None:
+        raise BackendUnavailableError(f"strategy 'native' is unavailable: {who} exits 0 but "
+                                      f"writes no shared object; {FIX_CC}")
+    return run.data

@@ -9,9 +9,12 @@ run with) and NVIDIA's ``cuda-bindings`` (pip ``cuda-bindings`` plus
 Outputs are cached under ``ISOKERNEL_CUDA_CACHE_DIR`` (default
 ``$ISOKERNEL_CACHE_DIR/cuda``, else ``~/.cache/isokernel/cuda``), keyed by
 the SHA-256 of the source, the target architecture, the NVRTC version and
-the options. Entries are written under a temporary name and renamed into
-place with a digest beside them; an entry whose digest does not match is
-compiled again, never loaded.
+the options, through the one cache mechanism of the C compiler (``cache``):
+a private directory of the user's, entries written 0600 under a temporary
+name and renamed into place with a digest beside them, used only when the
+bytes read match it. Where the directory cannot be made or written, or is
+not private, this process uses a private temporary cache (a new random
+name, never a fixed one) and warns.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import cache
 
 NO_NVRTC = ("NVRTC is not available: neither CuPy's binding (cupy.cuda.nvrtc) nor "
             "cuda-bindings could load libnvrtc (pip install 'isokernel[cuda]' for the GPU "
@@ -136,21 +139,27 @@ def require_nvrtc(order: tuple[str, ...] = ("cupy", "cuda-bindings")) -> Nvrtc:
 
 # --- cache --------------------------------------------------------------------------------
 
-def cache_dir() -> Path:
+def location() -> cache.Location:
+    """Where the CUDA cache is configured to be (no file is touched)."""
     chosen = os.environ.get("ISOKERNEL_CUDA_CACHE_DIR")
     root = os.environ.get("ISOKERNEL_CACHE_DIR")
     if chosen:
-        path = Path(chosen)
-    elif root:
-        path = Path(root) / "cuda"
-    else:
-        path = Path.home() / ".cache" / "isokernel" / "cuda"
+        return cache.Location(Path(chosen), Path(chosen), "ISOKERNEL_CUDA_CACHE_DIR")
+    if root:
+        return cache.Location(Path(root) / "cuda", Path(root), "ISOKERNEL_CACHE_DIR")
+    base = Path.home() / ".cache" / "isokernel"
+    return cache.Location(base / "cuda", base, None)
+
+
+def cache_dir() -> Path:
+    """The CUDA cache directory (``cache.directory``); where it cannot be
+    made or written (a read-only home), this process's private temporary
+    cache, with a warning: a GPU strategy does not stop for its cache."""
+    where = location()
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only home: a private temporary cache instead
-        path = Path(tempfile.gettempdir()) / f"isokernel-cuda-{os.getuid()}"
-        path.mkdir(parents=True, exist_ok=True)
-    return path
+        return cache.directory(where)
+    except cache.CacheUnusable as err:
+        return cache.private(where, str(err))
 
 
 def cache_key(source: str, arch: str, nvrtc: Nvrtc, options) -> str:
@@ -187,35 +196,16 @@ def compile_cuda(source: str, arch: str, options, nvrtc: Nvrtc | None = None) ->
     key = cache_key(source, arch, nvrtc, options)
     suffix = ".cubin" if arch.startswith("sm_") else ".ptx"
     directory = cache_dir()
-    path, digest = directory / f"{key}{suffix}", directory / f"{key}.sha256"
-    data = _intact(path, digest)
+    path = directory / f"{key}{suffix}"
+    data = cache.read(directory, key, suffix)
     if data is not None:
         return Compiled(key, arch, data, path, options, nvrtc.name, True)
     try:
         data, _ = nvrtc.compile(source, options, cubin=suffix == ".cubin")
     except NvrtcError as err:
-        kept = directory / f"rejected-{key}.cu"
-        kept.write_text(source)
-        raise NvrtcError(f"{nvrtc.name} rejected generated CUDA source (kept in {kept}); this "
-                         f"is a bug in isokernel's CUDA emitter, please report it:\n{err}"
-                         ) from None
-    _write_atomic(directory / f"{key}.cu", source.encode())
-    _write_atomic(path, data)
-    _write_atomic(digest, hashlib.sha256(data).hexdigest().encode())
+        kept = cache.keep(directory, f"rejected-{key}.cu", source.encode())
+        raise NvrtcError(f"{nvrtc.name} rejected generated CUDA source ({kept}); this is a "
+                         f"bug in isokernel's CUDA emitter, please report it:\n{err}") from None
+    cache.sweep(directory)
+    path = cache.store(directory, key, suffix, data, (".cu", source.encode()))
     return Compiled(key, arch, data, path, options, nvrtc.name, False)
-
-
-def _intact(path: Path, digest: Path) -> bytes | None:
-    try:
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() == digest.read_text().strip():
-            return data
-    except OSError:
-        pass
-    return None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

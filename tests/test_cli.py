@@ -59,3 +59,9 @@ def test_help_everywhere(sub):
     run = subprocess.run([sys.executable, "-m", "isokernel.cli", *sub, "--help"],
                          capture_output=True, text=True, check=True)
     assert "usage: isokernel" in run.stdout
+
+
+def test_run_help_describes_overwrite():
+    run = subprocess.run([sys.executable, "-m", "isokernel.cli", "run", "--help"],
+                         capture_output=True, text=True, check=True)
+    assert "--overwrite" in run.stdout and "isokernel_manifest" in run.stdout

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from .ir import IsokernelError
 from .models.demo import run_demo
@@ -65,7 +67,8 @@ def _demo_parser(sub) -> None:
                            "against TB_V and sigma0_HH, Jacobian by jacfwd")
     demo.add_argument("--save-scene", metavar="PATH",
                       help="also write the scene's inputs and truth as NetCDF (.nc) or Zarr "
-                           "(.zarr), ready for isokernel run (needs the io extra)")
+                           "(.zarr), ready for isokernel run (needs the io extra); replaces "
+                           "only a scene isokernel wrote")
 
 
 def _run_parser(sub) -> None:
@@ -74,8 +77,10 @@ def _run_parser(sub) -> None:
         description="Run MODEL over INPUT (NetCDF or Zarr, through xarray) chunk by chunk, "
                     "each chunk on the best strategy of the process that runs it, and write "
                     "OUTPUT with CF attributes. The output appears only when every chunk "
-                    "succeeded. Models: soil-moisture (the retrieval), soil-moisture-forward "
-                    "(TB and sigma0 from soil moisture), or MODULE:FUNCTION.")
+                    "succeeded. An existing OUTPUT is refused unless --overwrite is given and "
+                    "isokernel wrote it; OUTPUT is never the input. Models: soil-moisture "
+                    "(the retrieval), soil-moisture-forward (TB and sigma0 from soil "
+                    "moisture), or MODULE:FUNCTION.")
     run.add_argument("model", metavar="MODEL", help="soil-moisture, soil-moisture-forward or "
                                                     "MODULE:FUNCTION")
     run.add_argument("input", metavar="INPUT", help="input data set (.nc or .zarr)")
@@ -97,28 +102,51 @@ def _run_parser(sub) -> None:
                           "soil-moisture-stage5")
     run.add_argument("--strategy", default="auto",
                      help="CPU strategy for every chunk (default auto: each process's fastest)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace an existing OUTPUT, but only a NetCDF file or Zarr store "
+                          "that isokernel wrote (its isokernel_manifest attribute says so); "
+                          "anything else is refused even then")
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM (a batch scheduler's time limit, ``kill``) unwinds like Ctrl-C,
+    so a run removes its temporaries before the process ends."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main else None
     try:
-        if args.command == "devices":
-            print(devices_table())
-        elif args.command == "report":
-            print(report_function(args.target, args.shape, args.strategy, not args.no_run))
-        elif args.command == "demo":
-            run_demo(args.pixels, args.dtype, args.repeats, args.seed, args.chunks,
-                     None if args.no_figure else args.figure, save_scene=args.save_scene,
-                     stage4=args.stage4, stage5=args.stage5)
-        elif args.command == "run":
-            run_model(stage5_model(args.model, args.stage5), args.input, args.output,
-                      args.var, parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
-                      progress=not args.no_progress, strategy=args.strategy)
-    except (IsokernelError, ValueError, TypeError, FileNotFoundError, AttributeError,
-            ImportError, ChunkError) as err:
+        _dispatch(args)
+    except (IsokernelError, ValueError, TypeError, OSError, AttributeError, ImportError,
+            ChunkError) as err:  # OSError: missing, existing or unwritable paths, clusters
         print(f"isokernel {args.command}: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"isokernel {args.command}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _dispatch(args) -> None:
+    if args.command == "devices":
+        print(devices_table())
+    elif args.command == "report":
+        print(report_function(args.target, args.shape, args.strategy, not args.no_run))
+    elif args.command == "demo":
+        run_demo(args.pixels, args.dtype, args.repeats, args.seed, args.chunks,
+                 None if args.no_figure else args.figure, save_scene=args.save_scene,
+                 stage4=args.stage4, stage5=args.stage5)
+    elif args.command == "run":
+        run_model(stage5_model(args.model, args.stage5), args.input, args.output, args.var,
+                  parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
+                  progress=not args.no_progress, strategy=args.strategy,
+                  overwrite=args.overwrite)
 
 
 if __name__ == "__main__":

@@ -171,6 +171,7 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     (κ and the ε'→mv inverse through ``inp.Table``, as the retrieval is
     specified) or ``closed-form`` (the exact inverse of the Mironov real
     part, the yardstick the table is measured by)."""
+    _check_counts(pixels=pixels, repeats=repeats, chunks=chunks)
     started = time.perf_counter()
     grid = Grid.square(pixels)
     model, names = (retrieve_refined, REFINED_INPUTS) if stage5 else (retrieve,
@@ -216,6 +217,14 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     return {"mpixel_s": {c.name: pixels / c.best / 1e6 for c in cands},
             "parity": {c.name: _parity(c.out, ref.out) for c in cands},
             "accuracy": rows, "figure": written}
+
+
+def _check_counts(**counts: int) -> None:
+    """``--pixels``, ``--repeats`` and ``--chunks`` are counts: at least 1
+    (zero timed passes would print a table of uninitialised buffers)."""
+    for option, value in counts.items():
+        if value < 1:
+            raise ValueError(f"--{option} must be at least 1, got {value}")
 
 
 def _with_stage4(model, stage4: str):

@@ -13,13 +13,24 @@ and coordinates, and the output is written under a temporary name in the
 destination folder and renamed only when every chunk succeeded, so no
 partial file ever carries the requested name.
 
+Nothing isokernel did not write is deleted or overwritten. Every data set it
+writes carries an ``isokernel_manifest`` global attribute (JSON: model,
+input, version, UTC time, variables); an existing output is replaced only
+with ``overwrite`` and only when it carries that manifest; the input is
+never the output. A replaced Zarr store is renamed aside before the new one
+moves in and deleted after, and temporaries left by killed runs are cleared
+by the next run in that folder (``prepare_output``).
+
 Needs the ``io`` extra (xarray, netCDF4 or h5netcdf, zarr, dask[distributed]).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -216,23 +227,41 @@ def parse_chunks(spec: str | None) -> dict[str, int] | None:
     if not spec:
         return None
     try:
-        return {k: int(v) for k, v in parse_mapping(spec.split(","), "--chunks").items()}
+        chunks = {k: int(v) for k, v in parse_mapping(spec.split(","), "--chunks").items()}
     except ValueError:
         raise ValueError(f"bad --chunks {spec!r}; write DIM=SIZE,..., e.g. y=512,x=512"
                          ) from None
+    _check_chunk_sizes(chunks)
+    return chunks
+
+
+def _check_chunk_sizes(chunks: dict[str, int] | None) -> None:
+    for dim, size in (chunks or {}).items():
+        if size <= 0:
+            raise ValueError(f"bad --chunks {dim}={size}: a chunk size must be greater than 0, "
+                             f"e.g. {dim}=512")
 
 
 def _is_zarr(path: str) -> bool:
     return path.rstrip("/").endswith(".zarr")
 
 
-def _open(path: str):
-    import xarray as xr
+def _check_input(path: str) -> None:
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such input data set: {path}")
-    if _is_zarr(path):
-        return xr.open_zarr(path, consolidated=False)
-    return xr.open_dataset(path, chunks={})
+
+
+def _open(path: str):
+    import xarray as xr
+    try:
+        if _is_zarr(path):
+            return xr.open_zarr(path, consolidated=False)
+        return xr.open_dataset(path, chunks={})
+    except Exception as err:  # every reader's own error class: say which file and format
+        kind = "a Zarr store" if _is_zarr(path) else "NetCDF (any other suffix than .zarr)"
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ValueError(f"cannot read input {path} as {kind}: {type(err).__name__}: "
+                         f"{first}") from err
 
 
 def _inputs(ds, model: Model, mapping: dict[str, str], dtype):
@@ -252,6 +281,37 @@ def _inputs(ds, model: Model, mapping: dict[str, str], dtype):
             array = array.astype(dtype)
         arrays.append(array)
     return arrays
+
+
+def _check_template(arrays, chunks: dict[str, int] | None, input_path: str, echo) -> None:
+    """Refuse empty dimensions and --chunks names that are no dimension of
+    the inputs; announce a dimension only a few inputs have."""
+    import xarray as xr
+    template = xr.broadcast(*arrays)[0]
+    for dim, size in template.sizes.items():
+        if size == 0:
+            raise ValueError(f"input {input_path}: dimension {dim!r} has length 0; there is "
+                             f"nothing to compute")
+    unknown = sorted(set(chunks or {}) - set(template.dims))
+    if unknown:
+        raise ValueError(f"--chunks names {', '.join(unknown)}, but the dimensions of the "
+                         f"inputs are {', '.join(map(str, template.dims))}")
+    _announce_broadcast(arrays, template, echo)
+
+
+def _announce_broadcast(arrays, template, echo) -> None:
+    """One line per dimension that at most half of the (non-scalar) inputs
+    have: the other inputs are repeated along it, which would otherwise go
+    unnoticed."""
+    shaped = [a for a in arrays if a.ndim]
+    shape = ", ".join(f"{d}: {n}" for d, n in template.sizes.items())
+    for dim in template.dims:
+        holders = [repr(str(a.name)) for a in shaped if dim in a.dims]
+        if 2 * len(holders) <= len(shaped):
+            which = "variable" if len(holders) == 1 else "variables"
+            echo(f"note: only {which} {', '.join(holders)} has dimension {dim!r} "
+                 f"({template.sizes[dim]}); the other inputs are repeated along it and the "
+                 f"outputs have shape ({shape})")
 
 
 def _chunked(arrays, chunks: dict[str, int] | None):
@@ -298,25 +358,234 @@ def _compute(target_arrays, model: Model, output_names, template, strategy: str)
     return dict(zip(names, results))
 
 
-# ------------------------------------------------------------------ writing
+# ------------------------------------------------------------------ outputs
+
+MANIFEST = "isokernel_manifest"  # global attribute of every data set isokernel writes
+_ZARR_METADATA = frozenset({"zarr.json", ".zgroup", ".zattrs", ".zmetadata"})
+# ``.out.partial-PID.nc`` (being written) and ``.out.replaced-PID.zarr`` (an old
+# store set aside while its replacement moves in), in the output's folder
+_SIBLING = re.compile(r"\.(?P<stem>.+)\.(?P<kind>partial|replaced)-(?P<pid>\d+)"
+                      r"(?P<suffix>\.[^.]*)?")
+_NOT_OURS = ("output {path} exists and was not written by isokernel ({why}); isokernel "
+             "replaces only its own outputs, even with --overwrite: move it away or choose "
+             "another OUTPUT")
 
 
-def _temporary(output: str) -> str:
+def manifest(model: str, input_path: str | None, variables) -> str:
+    """The ``isokernel_manifest`` attribute: a small JSON record of who wrote
+    the data set, from what, when, and which variables."""
+    from importlib.metadata import version
+    source = None if input_path is None else os.path.abspath(input_path)
+    return json.dumps({"model": model, "input": source, "isokernel": version("isokernel"),
+                       "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "variables": sorted(map(str, variables))})
+
+
+def prepare_output(path: str, overwrite: bool, echo=print, input_path: str | None = None,
+                   model: str | None = None) -> str:
+    """``path`` checked before any work: its folder exists and takes files,
+    stale temporaries there are cleared, it is not the input, and an
+    existing data set there is one isokernel wrote (of ``model``, if given)
+    and ``overwrite`` allows replacing. Returns it without a trailing slash."""
+    output = _normalised(path)
+    folder = os.path.dirname(os.path.abspath(output))
+    _check_folder(folder)
+    remove_stale(folder, echo)
+    if input_path is not None:
+        _check_not_input(output, input_path)
+    if os.path.lexists(output):
+        _check_replaceable(output, overwrite, model)
+    _probe(_sibling(output, "partial"), folder)
+    return output
+
+
+def _normalised(path: str) -> str:
+    """``path`` without a trailing slash, which only a Zarr store (or an
+    existing path, refused later if not ours) may have."""
+    output = path.rstrip("/") or path[:1]
+    if not output or (output != path and not _is_zarr(output)
+                       and not os.path.lexists(output)):
+        raise ValueError(f"output {path!r} names a folder; give a NetCDF file (.nc) or a Zarr "
+                         f"store (.zarr), e.g. {output or '.'}/retrieved.nc")
+    return output
+
+
+def _check_folder(folder: str) -> None:
+    if not os.path.exists(folder):
+        raise FileNotFoundError(f"output folder {folder} does not exist; create it "
+                                f"(mkdir -p {folder}) or choose another OUTPUT")
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"output folder {folder} is not a folder; choose another "
+                                 f"OUTPUT")
+
+
+def _check_not_input(output: str, input_path: str) -> None:
+    out, source = os.path.realpath(output), os.path.realpath(input_path)
+    both = os.path.exists(output) and os.path.exists(input_path)
+    same = both and os.path.samefile(output, input_path)
+    if out == source or same:
+        raise ValueError(f"output {output} is the input {input_path}; write the results to "
+                         f"another path")
+    common = os.path.commonpath([out, source])
+    if common in (out, source):
+        where = "inside the input" if common == source else "a folder holding the input"
+        raise ValueError(f"output {output} is {where} {input_path}; write the results beside "
+                         f"the input instead")
+
+
+def _check_replaceable(output: str, overwrite: bool, model: str | None = None) -> None:
+    record, why = _record(output)
+    if record is None:
+        raise FileExistsError(_NOT_OURS.format(path=output, why=why))
+    if model is not None and record["model"] != model:
+        raise FileExistsError(f"output {output} is an isokernel output of {record['model']}, "
+                              f"not a {model}; only a {model} is replaced there: choose "
+                              f"another path")
+    if not overwrite:
+        raise FileExistsError(f"output {output} exists (written by isokernel); pass "
+                              f"--overwrite (overwrite=True) to replace it")
+
+
+def _record(path: str) -> tuple[dict | None, str]:
+    """The manifest of the data set isokernel wrote at ``path``, else None
+    and why not."""
+    if os.path.islink(path):
+        return None, "a symbolic link"
+    if os.path.isdir(path) != _is_zarr(path):
+        return None, "a folder, not a .zarr store" if os.path.isdir(path) else "not a folder"
+    try:
+        attrs, data_vars, names = _header(path)
+    except Exception as err:  # anything unreadable is, by definition, not ours
+        kind = "Zarr" if _is_zarr(path) else "NetCDF"
+        return None, f"unreadable as {kind}: {type(err).__name__}"
+    record = _parsed(attrs.get(MANIFEST))
+    if record is None:
+        return None, f"no {MANIFEST} attribute"
+    if record["variables"] != sorted(data_vars):
+        return None, "its variables differ from those its manifest lists"
+    extra = set(os.listdir(path)) - _ZARR_METADATA - names if os.path.isdir(path) else set()
+    if extra:
+        return None, f"the store also holds {', '.join(sorted(extra)[:3])}"
+    return record, ""
+
+
+def _header(path: str) -> tuple[dict, list[str], set[str]]:
+    """Global attributes, data variables and all variable names."""
+    import xarray as xr
+    opened = (xr.open_zarr(path, consolidated=False) if _is_zarr(path)
+              else xr.open_dataset(path, decode_cf=False))
+    with opened as ds:
+        return dict(ds.attrs), list(map(str, ds.data_vars)), set(map(str, ds.variables))
+
+
+def _parsed(text) -> dict | None:
+    """An ``isokernel_manifest`` record, or None for anything else."""
+    try:
+        record = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    keys = {"isokernel", "model", "variables"}
+    return record if isinstance(record, dict) and keys <= set(record) else None
+
+
+def _probe(temporary: str, folder: str) -> None:
+    """Create and remove the temporary: an unwritable folder fails here,
+    before any computing."""
+    try:
+        with open(temporary, "wb"):
+            pass
+        os.remove(temporary)
+    except OSError as err:
+        raise _folder_error(folder, err) from None
+
+
+def _folder_error(folder: str, err: OSError) -> OSError:
+    return type(err)(f"cannot write into output folder {folder}: {err.strerror or err}")
+
+
+def _sibling(output: str, kind: str) -> str:
     """A hidden sibling of ``output`` with the same suffix (which selects
-    the format): ``dir/.name.partial-PID.nc``."""
-    head, tail = os.path.split(os.path.abspath(output.rstrip("/")))
+    the format): ``dir/.name.partial-PID.nc``, ``dir/.name.replaced-PID.zarr``."""
+    head, tail = os.path.split(os.path.abspath(output))
     stem, suffix = os.path.splitext(tail)
-    return os.path.join(head, f".{stem}.partial-{os.getpid()}{suffix}")
+    return os.path.join(head, f".{stem}.{kind}-{os.getpid()}{suffix}")
 
 
 def _remove(path: str) -> None:
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.exists(path):
+    if os.path.islink(path) or os.path.isfile(path):
         os.remove(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def _dataset(results: dict, model: Model, source_attrs: dict):
+def remove_stale(folder: str, echo=print) -> None:
+    """Settle the temporaries in ``folder`` left by killed isokernel processes:
+    of this user, named by the pattern above, whose process is gone."""
+    for name in sorted(os.listdir(folder)):
+        match = _SIBLING.fullmatch(name)
+        path = os.path.join(folder, name)
+        if match and _orphaned(path, int(match["pid"])):
+            _settle(path, match, echo)
+
+
+def _orphaned(path: str, pid: int) -> bool:
+    try:
+        if os.lstat(path).st_uid != os.getuid():
+            return False
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # not ours to judge, or not a process id at all
+        return False
+    return False
+
+
+def _settle(path: str, match: re.Match, echo) -> None:
+    """A stale ``partial`` is removed; a stale ``replaced`` store is removed
+    when its replacement is in place, else renamed back."""
+    output = os.path.join(os.path.dirname(path), match["stem"] + (match["suffix"] or ""))
+    if match["kind"] == "replaced" and not os.path.lexists(output):
+        os.rename(path, output)
+        echo(f"restored {output} from {path}: process {match['pid']} was stopped while "
+             f"replacing it")
+        return
+    _remove(path)
+    echo(f"removed {path}, left behind by process {match['pid']}, which is gone")
+
+
+@contextlib.contextmanager
+def _temporary(output: str):
+    """The temporary ``output`` is written under; removed if anything fails."""
+    temporary = _sibling(output, "partial")
+    try:
+        yield temporary
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+def _place(temporary: str, output: str, overwrite: bool, model: str | None = None) -> None:
+    """Move the finished temporary to ``output``. A file replaces an old one
+    atomically; an old store (a folder) is renamed aside first, the new one
+    moved in, then the old one deleted, so one of them always has a name."""
+    if not os.path.lexists(output):
+        os.rename(temporary, output)
+        return
+    _check_replaceable(output, overwrite, model)  # again: it may have changed meanwhile
+    if not os.path.isdir(output):
+        os.replace(temporary, output)
+        return
+    aside = _sibling(output, "replaced")
+    os.rename(output, aside)
+    try:
+        os.rename(temporary, output)
+    except BaseException:
+        os.rename(aside, output)
+        raise
+    _remove(aside)
+
+
+def _dataset(results: dict, model: Model, source_attrs: dict, record: str):
     import xarray as xr
     meta = {o.name: o for o in model.outputs}
     ds = xr.Dataset()
@@ -329,7 +598,8 @@ def _dataset(results: dict, model: Model, source_attrs: dict):
     ds.attrs = {"Conventions": "CF-1.8", "source": f"isokernel run {model.name}",
                 "history": f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} isokernel "
                            f"run {model.name}: {model.description}",
-                **{k: v for k, v in source_attrs.items() if k in ("title", "institution")}}
+                **{k: v for k, v in source_attrs.items() if k in ("title", "institution")},
+                MANIFEST: record}
     return ds
 
 
@@ -352,7 +622,31 @@ def _write(ds, path: str, client, progress: bool) -> None:
         dask.compute(delayed, scheduler="synchronous")
 
 
+def _written(write, temporary: str, *args) -> None:
+    """``write(*args)`` into ``temporary``; a file-system error names the
+    output folder, not the hidden temporary."""
+    try:
+        write(*args)
+    except OSError as err:
+        if err.filename is None or not str(err.filename).startswith(temporary):
+            raise
+        raise _folder_error(os.path.dirname(temporary), err) from err
+
+
+def _write_on_cluster(ds, temporary: str, address, workers, progress: bool,
+                      strategy: str) -> dict[str, str]:
+    client = open_client(address, workers)
+    try:
+        strategies = _strategies(client, strategy)
+        _written(_write, temporary, ds, temporary, client, progress)
+    finally:
+        _close(client)  # stops what still runs on the cluster before the temporary goes
+    return strategies
+
+
 # ------------------------------------------------------------------ clusters
+
+CONNECT_SECONDS = 10  # how long a --dask scheduler address may take to answer
 
 
 def open_client(address: str | None, workers: int | None = None):
@@ -361,13 +655,22 @@ def open_client(address: str | None, workers: int | None = None):
     cores); anything else is a scheduler address."""
     if address is None:
         return None
+    _at_least_one("--workers", workers)
     from distributed import Client, LocalCluster
     if address == "local":
         n = workers or max(1, cpu_budget().value)
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         return Client(cluster)
-    return Client(address)
+    try:
+        return Client(address, timeout=CONNECT_SECONDS)
+    except ValueError as err:
+        raise ValueError(f"bad --dask address {address!r}: {err}; write a scheduler address "
+                         f"such as tcp://HOST:8786, or local") from None
+    except OSError as err:  # TimeoutError and refused connections alike
+        raise ConnectionError(f"no Dask scheduler answered at {address} within "
+                              f"{CONNECT_SECONDS} s ({type(err).__name__}); check the address "
+                              f"and that the scheduler runs, or use --dask local") from None
 
 
 def _close(client) -> None:
@@ -379,46 +682,67 @@ def _close(client) -> None:
         cluster.close()
 
 
-def run(target: str, input_path: str, output_path: str, variables: list[str] = (),
-        chunks: dict[str, int] | None = None, dask_address: str | None = None,
-        workers: int | None = None, dtype: str = "float64", progress: bool = True,
-        echo=print, strategy: str = "auto") -> dict:
-    """Run ``target`` over ``input_path`` and write ``output_path``; returns
-    a summary (outputs, chunks, seconds, strategies used). ``strategy``
-    (default ``auto``: each process's fastest) names the CPU strategy every
-    chunk runs on."""
-    local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
+def _at_least_one(option: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"{option} must be at least 1, got {value}")
+
+
+def _require_io() -> None:
     try:
         import dask  # noqa: F401
         import xarray  # noqa: F401
     except ImportError:
         raise ImportError(_IO_MISSING) from None
+
+
+def run(target: str, input_path: str, output_path: str, variables: list[str] = (),
+        chunks: dict[str, int] | None = None, dask_address: str | None = None,
+        workers: int | None = None, dtype: str = "float64", progress: bool = True,
+        echo=print, strategy: str = "auto", overwrite: bool = False) -> dict:
+    """Run ``target`` over ``input_path`` and write ``output_path``; returns
+    a summary (outputs, chunks, seconds, strategies used). ``strategy``
+    (default ``auto``: each process's fastest) names the CPU strategy every
+    chunk runs on. An existing ``output_path`` is replaced only with
+    ``overwrite`` and only when isokernel wrote it (``prepare_output``)."""
+    local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
+    _check_chunk_sizes(chunks)
+    _at_least_one("--workers", workers)
+    _require_io()
     model = resolve_model(target)
     started = time.perf_counter()
+    _check_input(input_path)
+    output = prepare_output(output_path, overwrite, echo, input_path)
     ds = _open(input_path)
-    arrays = _chunked(_inputs(ds, model, parse_mapping(list(variables), "--var"),
-                              np.dtype(dtype)), chunks)
-    import xarray as xr
-    template = xr.broadcast(*arrays)[0]
-    results = _compute(arrays, model, tuple(o.name for o in model.outputs), template, strategy)
-    out = _dataset(results, model, dict(ds.attrs))
-    temporary = _temporary(output_path)
-    client = open_client(dask_address, workers)
     try:
-        strategies = _strategies(client, strategy)
-        _write(out, temporary, client, progress)
-        if os.path.isdir(output_path):
-            shutil.rmtree(output_path)  # a Zarr store: os.replace cannot overwrite a folder
-        os.replace(temporary, output_path)
-    except BaseException:
-        _remove(temporary)
-        raise
+        template, results = _results(ds, model, variables, chunks, dtype, input_path, echo,
+                                     strategy)
+        record = manifest(model.name, input_path, results)
+        out = _dataset(results, model, dict(ds.attrs), record)
+        with _temporary(output) as temporary:
+            strategies = _write_on_cluster(out, temporary, dask_address, workers, progress,
+                                           strategy)
+            _place(temporary, output, overwrite)
     finally:
-        _close(client)
         ds.close()
+    return _summary(output, results, template, strategies, time.perf_counter() - started, echo)
+
+
+def _results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
+             strategy: str):
+    """The broadcast template of the inputs and the model's lazy outputs."""
+    import xarray as xr
+    arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype))
+    _check_template(arrays, chunks, input_path, echo)
+    arrays = _chunked(arrays, chunks)
+    template = xr.broadcast(*arrays)[0]
+    names = tuple(o.name for o in model.outputs)
+    return template, _compute(arrays, model, names, template, strategy)
+
+
+def _summary(output: str, results: dict, template, strategies: dict, seconds: float,
+             echo) -> dict:
     n_chunks = math.prod(len(c) for c in template.chunks)
-    seconds = time.perf_counter() - started
-    echo(f"wrote {output_path}: {', '.join(results)} over {dict(template.sizes)} in "
+    echo(f"wrote {output}: {', '.join(results)} over {dict(template.sizes)} in "
          f"{n_chunks} chunks, {seconds:.1f} s; strategy per process: "
          f"{', '.join(sorted(set(strategies.values())))}")
     return {"outputs": list(results), "chunks": n_chunks, "seconds": seconds,
@@ -431,26 +755,27 @@ def _strategies(client, strategy: str) -> dict[str, str]:
     return client.run(local_strategy, strategy)
 
 
-def write_scene(path: str, scene: dict, grid) -> None:
+SCENE = "synthetic scene"  # the manifest's model of a scene written by write_scene
+
+
+def write_scene(path: str, scene: dict, grid, echo=print) -> None:
     """Write a scene as NetCDF (``.nc``) or Zarr (``.zarr``), under a
-    temporary name renamed on success."""
-    try:
-        import xarray  # noqa: F401
-    except ImportError:
-        raise ImportError(_IO_MISSING) from None
+    temporary name renamed on success. A scene isokernel wrote is replaced
+    (``make demo`` reruns this); anything else at ``path`` is refused."""
+    _require_io()
+    output = prepare_output(path, True, echo, model=SCENE)
     ds = scene_dataset(scene, grid)
-    temporary = _temporary(path)
-    try:
-        if _is_zarr(path):
-            ds.to_zarr(temporary, mode="w", consolidated=False)
-        else:
-            ds.to_netcdf(temporary)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        os.replace(temporary, path)
-    except BaseException:
-        _remove(temporary)
-        raise
+    ds.attrs[MANIFEST] = manifest(SCENE, None, ds.data_vars)
+    with _temporary(output) as temporary:
+        _written(_write_now, temporary, ds, temporary)
+        _place(temporary, output, True, SCENE)
+
+
+def _write_now(ds, path: str) -> None:
+    if _is_zarr(path):
+        ds.to_zarr(path, mode="w", consolidated=False)
+    else:
+        ds.to_netcdf(path)
 
 
 def scene_dataset(scene: dict, grid, names=None):

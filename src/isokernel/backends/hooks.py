@@ -8,7 +8,11 @@ installed:
 - a *block planner* ``fn(compiled, requested) -> BlockChoice`` answers
   ``jit(..., block="auto")`` (and records an explicit ``block=<rows>``);
 - *report lines* ``fn(compiled) -> [(key, text)]`` extend ``compiled.report()``;
-- *measure probes* ``fn(compiled, arrays)`` run beside ``compiled.measure()``.
+- *measure probes* ``fn(compiled, arrays)`` run beside ``compiled.measure()``;
+- an *admission check* ``fn(compiled) -> check | None`` gives, for a compiled
+  function whose calls run whole, a check each call runs before any work
+  (raising when the call cannot fit the memory budget), or None when its calls
+  are too small to need one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ NO_PLANNER = ("jit(block='auto') needs a block planner and none is installed; im
 _PLANNER: list[Callable | None] = [None]
 _REPORT_LINES: list[Callable] = []
 _PROBES: list[Callable] = []
+_ADMISSION: list[Callable | None] = [None]
 
 
 def install_block_planner(fn: Callable | None) -> Callable | None:
@@ -49,6 +54,18 @@ def install_report_lines(fn: Callable) -> None:
 def install_measure_probe(fn: Callable) -> None:
     if fn not in _PROBES:
         _PROBES.append(fn)
+
+
+def install_admission(fn: Callable | None) -> Callable | None:
+    """Install ``fn`` as the admission check; returns the one it replaces."""
+    previous, _ADMISSION[0] = _ADMISSION[0], fn
+    return previous
+
+
+def admission(compiled) -> Callable[[], None] | None:
+    """The check each whole call of ``compiled`` runs first, or None."""
+    fn = _ADMISSION[0]
+    return None if fn is None else fn(compiled)
 
 
 def check_block(block) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import warnings
 
 import numpy as np
 
 from ..codegen.pixel import pixel_count
-from ..ir import BackendUnavailableError, dtypes
+from ..ir import BackendUnavailableError, DTypeError, dtypes
 from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
 from ..record.tables import refuse_hardware_modes
@@ -26,10 +27,11 @@ from ..transforms.fusion import report_lines as fused_lines
 from . import reductions
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
-from .hooks import check_block, choose_block, report_lines, run_probes
+from .hooks import admission, check_block, choose_block, report_lines, run_probes
+from .liveness import shared_outputs
 from .planning import plan
 from .report import Report
-from .strategies import STRATEGY_NAMES, choose, get_strategy
+from .strategies import STRATEGY_NAMES, choose, get_strategy, passed_over
 
 RETRACE_WARN_AFTER = 3
 _WEAK = (bool, int, float)
@@ -92,6 +94,7 @@ class Jitted:
         self._sig = _signature(fun)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
         self._cache: dict = {}
+        self._lock = threading.Lock()  # one recording per key, however many threads call
         self._last_key = None
         self.retraces = 0
         functools.update_wrapper(self, fun)
@@ -107,9 +110,18 @@ class Jitted:
         key = self._key(names, treedef, leaves, statics)
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._lower(key, names, dynamic, statics).compile()
-            self._cache[key] = compiled
+            compiled = self._compile(key, names, dynamic, statics)
         return compiled.call_flat(leaves)
+
+    def _compile(self, key, names, dynamic, statics) -> Compiled:
+        """Record and compile for ``key`` once: concurrent first calls wait
+        for the one recording instead of each making their own."""
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                compiled = self._lower(key, names, dynamic, statics).compile()
+                self._cache[key] = compiled
+            return compiled
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Record for these arguments without compiling; ``.graph`` is the
@@ -130,8 +142,22 @@ class Jitted:
         return reductions.resolve(self.deterministic_reductions)
 
     def _key(self, names, treedef, leaves, statics):
-        return (names, treedef, tuple(map(_leaf_key, leaves)), statics,
+        try:
+            leaf_keys = tuple(map(_leaf_key, leaves))
+        except _MaskedArgument:
+            raise DTypeError(self._masked_message(names, treedef, leaves)) from None
+        return (names, treedef, leaf_keys, tuple((n, _Static(v)) for n, v in statics),
                 self.reductions_mode()[0], self.numerics_mode())
+
+    def _masked_message(self, names, treedef, leaves) -> str:
+        dynamic = tree_unflatten(treedef, leaves)
+        paths = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
+        name = next(p for p, x in zip(paths, leaves) if isinstance(x, np.ma.MaskedArray))
+        return (f"jit({self.__name__}): argument '{name}' is a NumPy masked array; isokernel "
+                f"computes on plain arrays and would drop its mask (masked values would be "
+                f"computed as data). Pass {name}.filled(np.nan) to carry masked values as "
+                f"NaN, or pass {name}.data and the mask separately and combine them with "
+                f"inp.where")
 
     def _lower(self, key, names, dynamic, statics) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
@@ -231,6 +257,9 @@ class Compiled:
         chosen = self.block_choice.block if self.block_choice is not None else None
         self.blocks = None if chosen is None else BlockRunner(self, chosen)
         self._run = self.blocks or executable
+        self._shared = shared_outputs(self.graph)
+        # calls run whole need room for their buffers; blocks were sized by the planner
+        self._admit = admission(self) if self.blocks is None else None
 
     def __call__(self, *args, **kwargs):
         jitted = self.lowered.jitted
@@ -246,8 +275,10 @@ class Compiled:
 
     def call_flat(self, leaves):
         arrays = _arrays(leaves, self._in_dtypes)
+        if self._admit is not None:
+            self._admit()
         outs = self._run(*arrays)
-        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays))
+        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays, self._shared))
 
     def measure(self, *args, **kwargs):
         """Run once with live-buffer tracking (strategies that support it)."""
@@ -256,7 +287,7 @@ class Compiled:
         arrays = _arrays(leaves, self._in_dtypes)
         outs = self.executable.measure(*arrays)
         run_probes(self, arrays)
-        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays))
+        return tree_unflatten(self.lowered.out_tree, _results(outs, arrays, self._shared))
 
     def source(self) -> str:
         """The code this strategy generated for the graph."""
@@ -266,9 +297,12 @@ class Compiled:
         strategy, profile = self.lowered.strategy, self.plan.profile
         providers = ", ".join(profile.providers)
         trust = ", ".join(sorted(profile.accepted_trust))
+        requested = self.lowered.jitted.strategy
         return Report(
-            function=self.graph.name, strategy=strategy.name,
-            requested=self.lowered.jitted.strategy, device=str(self.lowered.device),
+            function=self.graph.name, strategy=strategy.name, requested=requested,
+            passed_over=passed_over(strategy, self.lowered.device) if requested == "auto"
+            else [],
+            device=str(self.lowered.device),
             contract=strategy.contract,
             profile=f"{profile.name} (providers {providers}; accepts trust: {trust})",
             nodes=len(self.graph.nodes), inputs=len(self.graph.inputs),
@@ -309,25 +343,66 @@ def _request_device(strategy: str, leaves) -> Device:
 
 
 def _arrays(leaves, dtypes_) -> list:
-    """NumPy arrays of the declared dtypes; device arrays pass untouched."""
-    return [x if type(x) is np.ndarray or _on_device(x) else np.asarray(x, dtype=d)
-            for x, d in zip(leaves, dtypes_)]
+    """NumPy arrays of the declared dtypes in native byte order (a big-endian
+    array is converted, a copy); device arrays pass untouched."""
+    return [x if (type(x) is np.ndarray and x.dtype.isnative) or _on_device(x)
+            else np.asarray(x, dtype=d) for x, d in zip(leaves, dtypes_)]
 
 
-def _results(outs, arrays) -> list:
+def _results(outs, arrays, shared=()) -> list:
     """Outputs where the inputs were: device results stay on the device when
     any input was a device array, and come back to the host when every input
-    was a host array (a GPU strategy called with NumPy arrays)."""
+    was a host array (a GPU strategy called with NumPy arrays). The outputs
+    at ``shared`` positions (``liveness.shared_outputs``) are copied."""
     keep = any(_on_device(a) for a in arrays)
-    return [o if keep and _on_device(o) else (o.get() if _on_device(o) else np.asarray(o))
-            for o in outs]
+    results = [o if keep and _on_device(o) else (o.get() if _on_device(o) else np.asarray(o))
+               for o in outs]
+    for k in shared:
+        results[k] = results[k].copy()
+    return results
+
+
+class _MaskedArgument(TypeError):
+    """A masked array among the arguments (``Jitted._key`` names it)."""
+
+
+class _Static:
+    """A static argument as a cache key. Equal to another when both are the
+    same value of the same type: NaN equals NaN (a static ``float('nan')``
+    does not record again on every call), and ``1``, ``1.0`` and ``True``
+    stay three keys (they record different graphs)."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value):
+        self.value = value
+        self.key = _static_identity(value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Static) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _static_identity(value):
+    if isinstance(value, tuple):
+        return tuple, tuple(_static_identity(v) for v in value)
+    if isinstance(value, (float, complex, np.inexact)) and value != value:
+        return type(value), "nan"
+    return type(value), value
 
 
 def _leaf_key(x):
     if type(x) is np.ndarray:
-        return x.shape, x.dtype
+        return x.shape, (x.dtype if x.dtype.isnative else x.dtype.newbyteorder("="))
     if isinstance(x, _WEAK) and not isinstance(x, np.generic):
         return (type(x),)
+    if isinstance(x, np.ma.MaskedArray):
+        raise _MaskedArgument
     if _on_device(x):  # the same shape on another device is another compilation
         return tuple(x.shape), np.dtype(x.dtype), "cuda"
     if hasattr(x, "shape") and hasattr(x, "dtype"):

@@ -72,6 +72,23 @@ def _storage(graph: Graph) -> dict[Node, Node | None]:
     return owner
 
 
+def shared_outputs(graph: Graph) -> tuple[int, ...]:
+    """Positions of the outputs whose storage is not their own: an input, a
+    constant, or the storage of an earlier output (directly or through view
+    ops). A call copies these, so every result is its own array, as NumPy's
+    results are, and writing into one never changes an input, another result
+    or a cached constant."""
+    owner = _storage(graph)
+    seen: set[Node] = set()
+    shared = []
+    for k, node in enumerate(graph.outputs):
+        root = owner[node]
+        if root is None or root.op is Op.INPUT or root in seen:
+            shared.append(k)
+        seen.add(root)
+    return tuple(shared)
+
+
 def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -> Liveness:
     """The peak, computed from avals by one walk over the graph. ``nbytes``
     (default: each buffer's aval size) lets a caller weigh buffers otherwise,

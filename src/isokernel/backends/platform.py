@@ -225,20 +225,77 @@ def _host_memory(root, notes) -> Figure | None:
     return None
 
 
-def memory_budget(root: str = "/") -> Figure:
-    """Bytes this process can still allocate before enforcement stops it."""
-    notes: list[str] = []
+_RLIMITS = (("RLIMIT_AS", "Max address space", "VmSize"),
+            ("RLIMIT_DATA", "Max data size", "VmData"))
+"""Per-process limits (``ulimit -v``, ``ulimit -d``): the soft limit, its
+line in ``/proc/self/limits``, and the ``/proc/self/status`` field it counts."""
+
+
+def _soft_limit(limits: str, label: str, notes: list[str]) -> int | None:
+    """The soft limit in bytes of ``label``; None when unlimited or absent."""
+    for line in limits.splitlines():
+        if line.startswith(label):
+            soft = line[len(label):].split()[:1]
+            if soft == ["unlimited"]:
+                return None
+            return _parse_int(" ".join(soft), f"/proc/self/limits {label}", notes)
+    return None
+
+
+def _status_bytes(status: str, key: str, notes: list[str]) -> int:
+    for line in status.splitlines():
+        name, sep, rest = line.partition(":")
+        if sep and name == key:
+            return (_parse_int(rest, f"/proc/self/status {key}", notes) or 0) * 1024
+    return 0
+
+
+def _rlimit_memory(root, notes) -> Figure | None:
+    """The tightest headroom under RLIMIT_AS and RLIMIT_DATA: the soft limit
+    less what the process maps now; None when both are unlimited."""
+    limits = _read(root, "/proc/self/limits", notes)
+    if limits is None:
+        return None
+    status = _read(root, "/proc/self/status", notes) or ""
+    tightest = None
+    for name, label, counted in _RLIMITS:
+        soft = _soft_limit(limits, label, notes)
+        if soft is None:
+            continue
+        used = _status_bytes(status, counted, notes)
+        figure = Figure(max(soft - used, 0), f"{name} soft limit {soft} B less {counted} "
+                                             f"{used} B (/proc/self/limits, /proc/self/status)")
+        if tightest is None or figure.value < tightest.value:
+            tightest = figure
+    return tightest
+
+
+def _system_memory(root, notes) -> Figure:
+    """The cgroup limit or the host's available memory, whichever is lower."""
     mounts, paths = _mounts(root, notes), _cgroup_paths(root, notes)
     host = _host_memory(root, notes)
     found = _v2_memory(root, mounts, paths, notes) or _v1_memory(root, mounts, paths, notes)
     if found is not None:
         if host is not None and host.value < found.value:
-            return Figure(host.value, f"{host.source} (below the {found.source})",
-                          tuple(notes))
-        return Figure(found.value, found.source, tuple(notes))
+            return Figure(host.value, f"{host.source} (below the {found.source})")
+        return found
     if host is not None:
-        return Figure(host.value, host.source, tuple(notes))
-    return Figure(0, "unknown: no cgroup limit and no /proc/meminfo", tuple(notes))
+        return host
+    return Figure(0, "unknown: no cgroup limit and no /proc/meminfo")
+
+
+def memory_budget(root: str = "/") -> Figure:
+    """Bytes this process can still allocate before enforcement stops it:
+    the cgroup limit, the host's available memory, and the process's own
+    RLIMIT_AS / RLIMIT_DATA headroom, the lowest of them."""
+    notes: list[str] = []
+    system = _system_memory(root, notes)
+    limit = _rlimit_memory(root, notes)
+    if limit is None:
+        return Figure(system.value, system.source, tuple(notes))
+    if limit.value < system.value or system.value == 0:
+        return Figure(limit.value, f"{limit.source} (below the {system.source})", tuple(notes))
+    return Figure(system.value, f"{system.source}; {limit.source} is higher", tuple(notes))
 
 
 # --- CPUs ---

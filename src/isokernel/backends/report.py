@@ -25,9 +25,12 @@ class Report:
     static_liveness: Liveness | None = None
     measured_liveness: Liveness | None = None
     extra: list[tuple[str, str]] = field(default_factory=list)
+    passed_over: list[tuple[str, str]] = field(default_factory=list)  # auto's skipped choices
 
     def __str__(self) -> str:
         how = "auto: fastest available" if self.requested == "auto" else "requested"
+        if self.passed_over:
+            how = "auto: " + "; ".join(f"{n} unavailable: {r}" for n, r in self.passed_over)
         lines = [
             f"isokernel report: {self.function}",
             f"  strategy   {self.strategy} on {self.device} ({how})",

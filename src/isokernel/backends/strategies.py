@@ -70,6 +70,19 @@ def all_strategies() -> list[Strategy]:
     return [_STRATEGIES[n] for n in STRATEGY_NAMES if n in _STRATEGIES]
 
 
+def passed_over(chosen: Strategy, device: Device) -> list[tuple[str, str]]:
+    """The strategies ``auto`` tried before ``chosen`` on ``device``, each
+    with the reason it could not run there."""
+    skipped = []
+    for candidate in AUTO_ORDER.get(device.kind, ()):
+        if candidate == chosen.name:
+            break
+        strategy = _STRATEGIES.get(candidate)
+        reason = "not registered" if strategy is None else strategy.unavailable_reason()
+        skipped.append((candidate, reason or "unavailable when this function was compiled"))
+    return skipped
+
+
 def choose(name: str, device: Device) -> Strategy:
     """The strategy to run for a request, or ``BackendUnavailableError``
     saying why nothing can run — never a strategy of another device."""

@@ -8,8 +8,10 @@ from ..backends import hooks as _hooks
 from .budget import HostBudget, gpu_free_memory, host_budget
 from .cost import COST, KNEES, Intensity, Knee, flops, intensity, roofline_knee
 from .plan import (
+    ADMISSION_FLOOR,
     BUDGET_FRACTION,
     BudgetError,
+    admission,
     block_decision,
     plan_block,
     probe,
@@ -24,11 +26,12 @@ from .solver import Decision, block_concurrency, largest_block, shard_tasks
 _hooks.install_block_planner(plan_block)
 _hooks.install_report_lines(report_lines)
 _hooks.install_measure_probe(probe)
+_hooks.install_admission(admission)
 
 __all__ = [
-    "BUDGET_FRACTION", "COST", "KNEES", "STRATEGY_MODELS", "BudgetError",
+    "ADMISSION_FLOOR", "BUDGET_FRACTION", "COST", "KNEES", "STRATEGY_MODELS", "BudgetError",
     "Decision", "HostBudget", "Intensity", "Knee", "MemoryShape", "Probe", "StrategyModel",
-    "block_concurrency", "block_decision", "flops", "gpu_free_memory", "host_budget",
+    "admission", "block_concurrency", "block_decision", "flops", "gpu_free_memory", "host_budget",
     "intensity", "largest_block", "measure_device", "measure_host", "memory_shape",
     "plan_block", "probe", "probe_of", "report_lines", "roofline_knee", "shard_tasks",
     "sizing",

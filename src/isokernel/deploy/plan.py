@@ -11,6 +11,7 @@ import numpy as np
 
 from ..backends.blocks import pixel_count
 from ..backends.hooks import BlockChoice
+from ..backends.liveness import format_bytes
 from ..backends.platform import Figure
 from ..ir import Graph, IsokernelError
 from .budget import HostBudget, host_budget
@@ -22,6 +23,9 @@ from .solver import Decision, block_concurrency, largest_block, shard_tasks
 # jit(block="auto") plans against this share of the memory headroom: the eager
 # shape is a lower bound, and the process allocates besides the model.
 BUDGET_FRACTION = 0.8
+
+# calls whose static working set is below this run without asking the budget
+ADMISSION_FLOOR = 256 << 20
 
 _PROBES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -75,6 +79,31 @@ def plan_block(compiled, requested) -> BlockChoice:
         raise BudgetError(f"jit({graph.name}, block='auto'): {decision.line}")
     block = None if decision.value >= pixel_count(graph) else decision.value
     return BlockChoice(block, decision.line)
+
+
+def admission(compiled):
+    """The admission check installed for whole calls: a call whose working
+    set (the memory shape less its pixel inputs, a lower bound) exceeds the
+    memory budget is refused before any work, with the sizing line; calls
+    below ``ADMISSION_FLOOR`` are not checked."""
+    graph, strategy = compiled.graph, compiled.lowered.strategy.name
+    shape = _working(memory_shape(graph, strategy), graph)
+    need = shape.bytes()
+    if need < ADMISSION_FLOOR:
+        return None
+
+    def admit() -> None:
+        on_gpu = STRATEGY_MODELS[strategy].device == "cuda"
+        budget = host_budget(gpu=on_gpu)
+        memory = _memory_for(strategy, budget)
+        if need > memory.value:
+            line = block_decision(graph, strategy, budget).line
+            raise BudgetError(
+                f"jit({graph.name}) on {strategy}: this call needs at least "
+                f"{format_bytes(need)} ({shape.formula()} at P={shape.pixels}) and the memory "
+                f"budget is {format_bytes(memory.value)} ({memory.source}); nothing was run. "
+                f"Sizing: {line}. Pass block='auto' to run it in blocks, or fewer pixels")
+    return admit
 
 
 def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:

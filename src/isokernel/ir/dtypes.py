@@ -37,6 +37,8 @@ def canonical(dtype) -> np.dtype:
         d = np.dtype(dtype)
     except TypeError:
         d = None
+    if d is not None and not d.isnative:  # big-endian data: the same values, converted on use
+        d = d.newbyteorder("=")
     if d not in DTYPES:
         names = ", ".join(d.name for d in DTYPES)
         raise DTypeError(f"dtype {dtype!r} is not supported; use one of {names}")

@@ -29,6 +29,10 @@ _PY_SCALARS = (bool, int, float)
 
 # ---------------------------------------------------------------- operands
 
+MASKED = ("a NumPy masked array; isokernel computes on plain arrays and would drop its mask "
+          "(masked values would be computed as data). Pass x.filled(np.nan) to carry masked "
+          "values as NaN, or x.data and the mask separately, combined with inp.where")
+
 
 def _is_weak_scalar(x) -> bool:
     return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
@@ -38,6 +42,8 @@ def _dtype_of(x, name: str) -> tuple[np.dtype, bool]:
     """(dtype, weak) of an operand, rejecting what isokernel cannot compute."""
     if isinstance(x, Tracer):
         return x.dtype, x.weak
+    if isinstance(x, np.ma.MaskedArray):
+        raise DTypeError(f"{name} at {user_where()}: {MASKED}")
     if _is_weak_scalar(x):
         return _dt.python_scalar_dtype(x), True
     dtype = np.result_type(x) if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x).dtype
@@ -359,6 +365,8 @@ def astype(x, dtype):
 def asarray(x, dtype=None):
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
+    if isinstance(x, np.ma.MaskedArray):
+        raise DTypeError(f"asarray at {user_where()}: {MASKED}")
     array = np.asarray(x, dtype=None if dtype is None else _dt.canonical(dtype))
     _dtype_of(array, "asarray")
     return array

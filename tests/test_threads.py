@@ -460,10 +460,12 @@ def _driver_cast(values: np.ndarray, target) -> tuple[np.ndarray, int]:
     out = np.empty(values.shape, target)
     operands = [loops.Operand(values, 0), loops.Operand(out, 1)]
     step = loops.cast_step(operands)
-    program = loops.Program.build({values.size: [step]}, [[(0, values.size)]])
+    program = loops.Program.build({values.size: [step]}, [(0, values.size)], values.size)
     fpe = np.zeros(1, np.uint32)
     bases = np.array([values.ctypes.data, out.ctypes.data], np.uintp)
-    assert driver.load_driver().run(program.steps, program.tiles[0], bases, fpe) == 0
+    stop = np.zeros(1, np.int32)
+    assert driver.load_driver().run(program.steps, program.slices, 0, 1, bases, fpe,
+                                    stop.ctypes.data) == 0
     return out, int(fpe[0])
 
 

@@ -1,11 +1,20 @@
 /* isokernel native kernel isk_forward_r0 -- generated, do not edit.
  * Graph forward; compile without fast-math. */
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #define ISK_INLINE static inline __attribute__((always_inline))
 #define ISK_BLOCK 256
+
+/* the floating-point flags raised since they were cleared, as NumPy's NPY_FPE_* bits */
+static uint32_t isk_fpe(void)
+{
+    const int s = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    return ((s & FE_DIVBYZERO) ? 1u : 0u) | ((s & FE_OVERFLOW) ? 2u : 0u)
+         | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
+}
 
 __attribute__((simd("notinbranch"))) float expf(float);
 
@@ -87,11 +96,13 @@ static void isk_forward_r0_tail(const float *restrict in0, const float *restrict
     free(t_in2);
 }
 
-void isk_forward_r0(const float *restrict in0, const float *restrict in1, const float *restrict in2, float *restrict out0, float *restrict out1, int64_t begin, int64_t end)
+uint32_t isk_forward_r0(const float *restrict in0, const float *restrict in1, const float *restrict in2, float *restrict out0, float *restrict out1, int64_t begin, int64_t end)
 {
+    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
     int64_t i = begin;
     for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
         isk_forward_r0_block(in0 + i * 1, in1 + i * 1, in2 + i * 1, out0 + i * 1, out1 + i * 1);
     if (i < end)
         isk_forward_r0_tail(in0, in1, in2, out0, out1, i, end);
+    return isk_fpe();
 }

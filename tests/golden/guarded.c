@@ -1,5 +1,6 @@
 /* isokernel native kernel isk_guarded_r0 -- generated, do not edit.
  * Graph guarded; compile without fast-math. */
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,10 +8,40 @@
 #define ISK_INLINE static inline __attribute__((always_inline))
 #define ISK_BLOCK 256
 
+/* the floating-point flags raised since they were cleared, as NumPy's NPY_FPE_* bits */
+static uint32_t isk_fpe(void)
+{
+    const int s = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    return ((s & FE_DIVBYZERO) ? 1u : 0u) | ((s & FE_OVERFLOW) ? 2u : 0u)
+         | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
+}
 
+
+ISK_INLINE int64_t isk_key_f64(double x)
+{  /* the floats' order as integers: negatives' magnitude bits flipped */
+    union { uint64_t u; double f; } v;
+    v.f = x;
+    return (int64_t)v.u ^ (int64_t)((uint64_t)((int64_t)v.u >> 63) >> 1);
+}
+ISK_INLINE uint8_t isk_lt_f64(double x, double y)
+{  /* quiet: 0 at a NaN, without FE_INVALID */
+    return (uint8_t)((x == x) & (y == y) & (isk_key_f64(x) < isk_key_f64(y)) & (x != y));
+}
+ISK_INLINE uint8_t isk_le_f64(double x, double y)
+{  /* quiet: 0 at a NaN, without FE_INVALID */
+    return (uint8_t)((x == x) & (y == y) & ((isk_key_f64(x) <= isk_key_f64(y)) | (x == y)));
+}
+ISK_INLINE uint8_t isk_gt_f64(double x, double y)
+{  /* quiet: 0 at a NaN, without FE_INVALID */
+    return (uint8_t)((x == x) & (y == y) & (isk_key_f64(x) > isk_key_f64(y)) & (x != y));
+}
+ISK_INLINE uint8_t isk_ge_f64(double x, double y)
+{  /* quiet: 0 at a NaN, without FE_INVALID */
+    return (uint8_t)((x == x) & (y == y) & ((isk_key_f64(x) >= isk_key_f64(y)) | (x == y)));
+}
 ISK_INLINE int32_t isk_f64_to_i32(double x)
 {
-    const int32_t ok = ((double)x >= -2147483648.0) & ((double)x < 2147483648.0);
+    const int32_t ok = (sqrt(0x1.fffffffffffffp+30 - (double)x) + sqrt((double)x + 2147483648.0)) >= 0;  /* NaN, inf, out of range: FE_INVALID, as NumPy's cast */
     const int32_t r = (int32_t)(ok ? x : (double)0);
     const int32_t m = -ok;  /* all ones when in range: a blend, not a branch */
     return (r & m) | ((int32_t)INT32_MIN & ~m);
@@ -30,14 +61,14 @@ ISK_INLINE void isk_guarded_r0_point(int64_t i, const double *restrict in0, cons
 {
     const double v0 = in0[i];  // row of %0 input
     const double v1 = in1[i];  // row of %1 input
-    const uint8_t v4 = (uint8_t)(v0 > 0x0.0p+0);  // %4 gt @ models.py:15
+    const uint8_t v4 = (uint8_t)(isk_gt_f64(v0, 0x0.0p+0));  // %4 gt @ models.py:15
     const double v5 = sqrt(v0);  // %5 sqrt @ models.py:15
     const double v6 = (-v0);  // %6 neg @ models.py:15
     const double v7 = isk_select_f64(v4, v5, v6);  // %7 select @ models.py:15
-    const double v8 = isk_select_f64((uint8_t)((v7 > v1) | (v7 != v7)), v7, v1);  // %8 max @ models.py:16
+    const double v8 = isk_select_f64((uint8_t)((isk_gt_f64(v7, v1)) | (v7 != v7)), v7, v1);  // %8 max @ models.py:16
     const int32_t v9 = isk_f64_to_i32(v8);  // %9 cast @ models.py:16
-    const double v10 = isk_select_f64((uint8_t)((v0 < v1) | (v0 != v0)), v0, v1);  // %10 min @ models.py:16
-    const uint8_t v13 = (uint8_t)(v10 >= 0x1.8p+0);  // %13 ge @ models.py:16
+    const double v10 = isk_select_f64((uint8_t)((isk_lt_f64(v0, v1)) | (v0 != v0)), v0, v1);  // %10 min @ models.py:16
+    const uint8_t v13 = (uint8_t)(isk_ge_f64(v10, 0x1.8p+0));  // %13 ge @ models.py:16
     out0[i] = v9;
     out1[i] = v13;
 }
@@ -68,11 +99,13 @@ static void isk_guarded_r0_tail(const double *restrict in0, const double *restri
     free(t_in1);
 }
 
-void isk_guarded_r0(const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1, int64_t begin, int64_t end)
+uint32_t isk_guarded_r0(const double *restrict in0, const double *restrict in1, int32_t *restrict out0, uint8_t *restrict out1, int64_t begin, int64_t end)
 {
+    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
     int64_t i = begin;
     for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
         isk_guarded_r0_block(in0 + i * 1, in1 + i * 1, out0 + i * 1, out1 + i * 1);
     if (i < end)
         isk_guarded_r0_tail(in0, in1, out0, out1, i, end);
+    return isk_fpe();
 }

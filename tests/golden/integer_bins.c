@@ -1,5 +1,6 @@
 /* isokernel native kernel isk_integer_bins_r0 -- generated, do not edit.
  * Graph integer_bins; compile without fast-math. */
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,18 +8,27 @@
 #define ISK_INLINE static inline __attribute__((always_inline))
 #define ISK_BLOCK 256
 
+/* the floating-point flags raised since they were cleared, as NumPy's NPY_FPE_* bits */
+static uint32_t isk_fpe(void)
+{
+    const int s = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    return ((s & FE_DIVBYZERO) ? 1u : 0u) | ((s & FE_OVERFLOW) ? 2u : 0u)
+         | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
+}
+
 
 ISK_INLINE int64_t isk_floordiv_i64(int64_t a, int64_t b)
 {  /* NumPy: x // 0 == 0, MIN // -1 wraps to MIN, rounds toward -inf */
-    if (b == 0) return 0;
-    if (b == -1) return (int64_t)((uint64_t)0 - (uint64_t)a);
+    if (b == 0) { feraiseexcept(FE_DIVBYZERO); return 0; }
+    if (b == -1) { if (a == INT64_MIN) feraiseexcept(FE_OVERFLOW); return (int64_t)((uint64_t)0 - (uint64_t)a); }
     int64_t q = a / b;
     if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
     return q;
 }
 ISK_INLINE int64_t isk_rem_i64(int64_t a, int64_t b)
 {  /* NumPy: x % 0 == 0; the result takes the divisor's sign */
-    if (b == 0 || b == -1) return 0;
+    if (b == 0) { feraiseexcept(FE_DIVBYZERO); return 0; }
+    if (b == -1) return 0;
     int64_t r = a % b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
@@ -67,11 +77,13 @@ static void isk_integer_bins_r0_tail(const int64_t *restrict in0, const int64_t 
     free(t_in1);
 }
 
-void isk_integer_bins_r0(const int64_t *restrict in0, const int64_t *restrict in1, int64_t *restrict out0, int64_t *restrict out1, int64_t *restrict out2, int64_t begin, int64_t end)
+uint32_t isk_integer_bins_r0(const int64_t *restrict in0, const int64_t *restrict in1, int64_t *restrict out0, int64_t *restrict out1, int64_t *restrict out2, int64_t begin, int64_t end)
 {
+    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
     int64_t i = begin;
     for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
         isk_integer_bins_r0_block(in0 + i * 1, in1 + i * 1, out0 + i * 1, out1 + i * 1, out2 + i * 1);
     if (i < end)
         isk_integer_bins_r0_tail(in0, in1, out0, out1, out2, i, end);
+    return isk_fpe();
 }

@@ -287,19 +287,51 @@ def _node_step(node: Node, operands: list[Operand]) -> Step:
     raise Ineligible(f"{node.op.value} ({kind} without a NumPy strided loop)")
 
 
+# --- tiles of a slice ---------------------------------------------------------------------
+
+def tiling(begin: int, end: int, tile_rows: int) -> tuple[int, int, int]:
+    """How the slice ``[begin, end)`` is tiled: nearly equal tiles of at most
+    ``tile_rows`` rows. Returns the tile count, the shorter tile length and
+    how many tiles (the first ones) are one row longer. The driver computes
+    the same (``isk_run``): tiles are never listed, so bookkeeping does not
+    grow with the pixel count."""
+    count = -(-(end - begin) // tile_rows)
+    shorter, longer = divmod(end - begin, count)
+    return count, shorter, longer
+
+
+def tiles(begin: int, end: int, tile_rows: int):
+    """The tiles of a slice as ``(first row, end row)``, one at a time."""
+    count, shorter, longer = tiling(begin, end, tile_rows)
+    for k in range(count):
+        first = begin + k * shorter + min(k, longer)
+        yield first, first + shorter + (k < longer)
+
+
+def tile_lengths(chunks: list[tuple[int, int]], tile_rows: int) -> list[int]:
+    """The distinct tile lengths of these slices (at most two per distinct
+    slice length), each of which gets its own program."""
+    found = set()
+    for begin, end in chunks:
+        _, shorter, longer = tiling(begin, end, tile_rows)
+        found.update((shorter, shorter + 1) if longer else (shorter,))
+    return sorted(found)
+
+
 @dataclass
 class Program:
-    """Steps for every tile length of a region, the tiles of every chunk,
-    and the names under which the steps' floating-point errors are given."""
+    """Steps for every tile length of a region, how each slice is tiled, and
+    the names under which the steps' floating-point errors are given."""
 
     steps: np.ndarray  # driver.STEP, one block of ``per_tile`` steps per tile length
-    tiles: list[np.ndarray]  # per chunk: (first row, first step, step count) per tile
+    slices: np.ndarray  # driver.SLICE per slice: bounds, tile rows, step blocks
     names: list[str]  # per step of a tile
     keep: list = field(default_factory=list)  # capsules owning the loops' context, auxdata
     longest: list[Step] = field(default_factory=list)  # the steps of the longest tile
 
     @classmethod
-    def build(cls, per_length: dict[int, list[Step]], chunks: list[list[tuple[int, int]]]):
+    def build(cls, per_length: dict[int, list[Step]], chunks: list[tuple[int, int]],
+              tile_rows: int):
         lengths = list(per_length)
         per_tile = len(per_length[lengths[0]])
         table = np.zeros(per_tile * len(lengths), drv.STEP)
@@ -309,11 +341,14 @@ class Program:
                     table[li * per_tile + k][key] = value
                 table[li * per_tile + k]["index"] = k
         first = {n: li * per_tile for li, n in enumerate(lengths)}
-        tiles = [np.array([(a, first[b - a], per_tile) for a, b in chunk], np.int64)
-                 for chunk in chunks]
+        slices = np.zeros(len(chunks), drv.SLICE)
+        for c, (begin, end) in enumerate(chunks):
+            _, shorter, longer = tiling(begin, end, tile_rows)
+            slices[c] = (begin, end, tile_rows, first[shorter + 1] if longer else -1,
+                         first[shorter], per_tile)
         names = [s.name for s in per_length[lengths[0]]]
         keep = [s.keep for steps in per_length.values() for s in steps]
-        return cls(table, tiles, names, keep, per_length[max(lengths)])
+        return cls(table, slices, names, keep, per_length[max(lengths)])
 
     def listing(self, slots: list[str]) -> str:
         """The longest tile's steps as comments: the call, and each operand as
@@ -329,8 +364,16 @@ class Program:
                          f" x{f['count']}  # {step.label}")
         return "\n".join(lines) + "\n"
 
-    def run_chunk(self, chunk: int, bases: np.ndarray, fpe: np.ndarray) -> None:
-        failed = drv.load_driver().run(self.steps, self.tiles[chunk], bases, fpe)
+    def tile_count(self, chunk: int) -> int:
+        row = self.slices[chunk]
+        return tiling(int(row["begin"]), int(row["end"]), int(row["rows"]))[0]
+
+    def run_tiles(self, chunk: int, first: int, last: int, bases: np.ndarray,
+                  fpe: np.ndarray, stop) -> None:
+        """Tiles ``[first, last)`` of slice ``chunk``; the driver returns early
+        once ``stop`` (``threads.Stop``) is set."""
+        failed = drv.load_driver().run(self.steps, self.slices[chunk:chunk + 1], first, last,
+                                       bases, fpe, stop.address)
         if failed:
             name = self.names[(failed - 1) % len(self.names)]
             raise RuntimeError(f"{name}: NumPy's strided loop reported a failure in the "

@@ -9,6 +9,14 @@ library and stay within the ulp bound measured against the reference and
 stated in each capsule. ``contract=True`` lets the compiler fuse ``a*b + c``
 into FMA: faster, different bits, recorded in the capsules and the report.
 Ops the emitter has no exact C form for run whole by the reference rules.
+
+Floating-point errors follow the caller's ``np.errstate`` as on the
+reference: every kernel call returns the flags its rows raised (``host``);
+where one that the error state does not ignore was raised, those rows are
+run again by the reference rules for NumPy's own warnings, callbacks or
+``FloatingPointError`` (``threads.replay_errors``; the kernel's outputs
+stand). Comparisons in the kernels are quiet, so NaN inputs raise nothing
+NumPy would not.
 """
 
 from __future__ import annotations
@@ -25,11 +33,28 @@ from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
 from ..transforms.fusion import unfuse
 from .capsules import Capsule, NumericalPolicy, register
 from .planning import Plan
-from .threads import StagedExecutable, _value, node_plan, resolve_workers, run_tasks, split
+from .threads import (
+    SLICE_ROWS,
+    StagedExecutable,
+    _value,
+    node_plan,
+    replay_errors,
+    resolve_workers,
+    run_tasks,
+    split,
+    stop_flag,
+    sub_slices,
+    watched_flags,
+)
 
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
 MIN_CHUNK_ROWS = 16 * codegen.ISK_BLOCK
+FPE_POLICY = ("each kernel call clears the flags and returns those its rows raised (quiet "
+              "comparisons; integer division by zero and float-to-integer casts out of range "
+              "raise NumPy's flags); rows whose flags the caller's np.errstate does not ignore "
+              "are run again by the reference rules, for NumPy's own warnings or "
+              "FloatingPointError, once per op in tape order; the kernel's outputs are kept")
 
 ULP_BOUND = {
     Op.CBRT: 3, Op.EXP: 5, Op.EXP2: 4, Op.EXPM1: 3, Op.LOG: 7, Op.LOG2: 3, Op.LOG10: 3,
@@ -81,7 +106,7 @@ class NativeExecutable(StagedExecutable):
             fn = getattr(library, name)
             count = len(body.row_inputs) + len(body.whole_inputs) + len(body.outputs)
             fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64]
-            fn.restype = None
+            fn.restype = ctypes.c_uint32  # the floating-point flags the rows raised
             kernels[k] = (body, fn)
         return kernels
 
@@ -90,12 +115,39 @@ class NativeExecutable(StagedExecutable):
         arrays = [np.ascontiguousarray(_value(env, x), dtype=x.dtype)
                   for x in (*body.row_inputs, *body.whole_inputs)]
         outs = self.allocate_outputs(region)
-        pointers = [a.ctypes.data for a in (*arrays, *outs)]
+        flagged = self._run_kernel(fn, [a.ctypes.data for a in (*arrays, *outs)])
+        self._diagnose(region, env, flagged)
+        env.update(zip(region.outputs, outs))
+
+    def _run_kernel(self, fn, pointers: list[int]) -> list[tuple[int, int, int]]:
+        """``fn`` over the pixel axis: slices on the pool, each in calls of at
+        most ``SLICE_ROWS`` rows, between which the stop flag (and, on the
+        calling thread, a Ctrl-C) is seen. Returns ``(begin, end, flags)`` of
+        the calls whose rows raised floating-point flags."""
         pixels = self.partition.pixels
         chunks = min(4 * self.workers, max(1, pixels // MIN_CHUNK_ROWS))
         slices = split(pixels, chunks, align=codegen.ISK_BLOCK)
-        run_tasks(lambda c: fn(*pointers, *slices[c]), len(slices), self.workers)
-        env.update(zip(region.outputs, outs))
+        flagged: list[list[tuple[int, int, int]]] = [[] for _ in slices]
+
+        def work(c: int) -> None:
+            stop = stop_flag()
+            for a, b in sub_slices(*slices[c], SLICE_ROWS):
+                if stop:
+                    return
+                status = fn(*pointers, a, b)
+                if status:
+                    flagged[c].append((a, b, status))
+        run_tasks(work, len(slices), self.workers)
+        return [f for found in flagged for f in found]
+
+    def _diagnose(self, region: Region, env: dict, flagged: list) -> None:
+        """NumPy's warnings or FloatingPointError for the rows whose flags the
+        caller's ``np.errstate`` does not ignore (none: nothing to do)."""
+        watched = watched_flags() if flagged else 0
+        ranges = [(a, b) for a, b, status in flagged if status & watched]
+        if ranges:
+            replay_errors(region, [_value(env, x) for x in region.row_inputs],
+                          [_value(env, x) for x in region.whole_inputs], ranges)
 
     def source(self) -> str:
         return self._source
@@ -108,12 +160,13 @@ class NativeExecutable(StagedExecutable):
             f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})")
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
-        return [("workers", f"{self.workers} ({self.workers_source})"),
-                ("pixels", self.partition.describe()),
-                ("compiler", f"{cc.name} {' '.join(cc.flags(self.contract))}"),
-                ("contract", contraction),
-                ("mathlib", mathlib),
-                ("kernel", built)]
+        lines = [("workers", f"{self.workers} ({self.workers_source})"),
+                 ("pixels", self.partition.describe()),
+                 ("compiler", f"{cc.name} {' '.join(cc.flags(self.contract))}"),
+                 ("contract", contraction),
+                 ("mathlib", mathlib),
+                 ("kernel", built)]
+        return lines + ([("fp errors", FPE_POLICY)] if self.built is not None else [])
 
 
 # --- capsules -----------------------------------------------------------------------------

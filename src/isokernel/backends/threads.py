@@ -19,7 +19,12 @@ without ``ufunc._get_strided_loop``) the tile is generated straight-line
 Python calling the same ufuncs with ``out=`` (``INTO``); NumPy releases the
 GIL inside each loop, so tiles of different tasks still overlap.
 
-The pool, the worker count and the slicing are shared with ``native``.
+The pool, the worker count and the slicing are shared with ``native``, and
+so is ``run_tasks``: a call that fails or is interrupted (Ctrl-C) stops its
+tasks after their current tile and waits for them before it raises, so no
+worker writes into a buffer the caller has let go. Tiles are never listed:
+a slice's tiles are derived from its bounds (``loops.tiles``), so the
+bookkeeping does not grow with the pixel count.
 """
 
 from __future__ import annotations
@@ -142,9 +147,19 @@ def resolve_workers(workers: int | None) -> tuple[int, str]:
     return max(1, budget.value), budget.source
 
 
+class _WorkerMark(threading.local):
+    active = False  # True on the pool's threads
+
+
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOL_LOCK = threading.Lock()
-_IN_WORKER = threading.local()
+_IN_WORKER = _WorkerMark()
+_STOP: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("isokernel_stop",
+                                                                    default=None)
+SLICE_ROWS = 1 << 15
+"""Rows per C call on the calling thread (native's kernel, the tile driver's
+tiles): Python sees a Ctrl-C only between two calls, so they stay short
+(under a millisecond for tau-omega)."""
 
 
 def shared_pool(workers: int) -> ThreadPoolExecutor:
@@ -162,6 +177,11 @@ def _mark_worker() -> None:
     _IN_WORKER.active = True
 
 
+def in_worker() -> bool:
+    """True on a pool thread (where no Ctrl-C arrives: signals go to the main thread)."""
+    return _IN_WORKER.active
+
+
 def split(length: int, chunks: int, align: int = 1) -> list[tuple[int, int]]:
     """``[0, length)`` as at most ``chunks`` contiguous slices of nearly equal
     length, every boundary but the last a multiple of ``align``."""
@@ -171,20 +191,120 @@ def split(length: int, chunks: int, align: int = 1) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def sub_slices(begin: int, end: int, rows: int):
+    """``[begin, end)`` in consecutive pieces of ``rows`` rows (the last shorter)."""
+    for a in range(begin, end, rows):
+        yield a, min(end, a + rows)
+
+
+class Stop:
+    """A call's stop flag, set when the call fails or is interrupted. Tasks
+    read it between tiles and between C calls; the tile driver reads it
+    between tiles through ``address``."""
+
+    def __init__(self):
+        self.flag = np.zeros(1, np.int32)
+        self.address = self.flag.ctypes.data
+
+    def set(self) -> None:
+        self.flag[0] = 1
+
+    def __bool__(self) -> bool:
+        return bool(self.flag[0])
+
+
+NEVER = Stop()
+"""The flag of work that runs outside a task group: never set."""
+
+
+def stop_flag() -> Stop:
+    """The stop flag of the task group this runs in (``NEVER`` outside one).
+    A call made inline from inside a task reads its caller's flag."""
+    found = _STOP.get()
+    return NEVER if found is None else found
+
+
 def run_tasks(work, count: int, workers: int) -> None:
     """Run ``work(k)`` for ``k < count`` on the pool, each task in a copy of
-    the caller's context (so ``np.errstate`` applies), and re-raise the first
-    failure once all have finished."""
-    if count == 1 or workers == 1 or getattr(_IN_WORKER, "active", False):
+    the caller's context (so ``np.errstate`` applies and ``stop_flag()`` is
+    this group's). When a task fails, or the caller is interrupted (Ctrl-C)
+    while it waits, the others are stopped and waited for; then the failure
+    is raised. With one task or one worker, or on a worker, ``work`` runs
+    inline, where a Ctrl-C interrupts it between its C calls."""
+    if count == 1 or workers == 1 or in_worker():
         for k in range(count):
             work(k)
         return
-    pool = shared_pool(workers)
-    futures = [pool.submit(contextvars.copy_context().run, work, k) for k in range(count)]
-    errors = [f.exception() for f in futures]
-    for error in errors:
-        if error is not None:
-            raise error
+    _Tasks(work).run(shared_pool(workers), count)
+
+
+class _Tasks:
+    """The tasks of one ``run_tasks`` call. No task outlives the call: a
+    caller that leaves early (a failure, Ctrl-C) first sets the stop flag, so
+    no task starts any more and running ones return after their current tile,
+    and then waits, uninterruptibly, for the running ones. Until then every
+    buffer a task writes through a raw pointer stays alive."""
+
+    def __init__(self, work):
+        self.work = work
+        self.stop = Stop()
+        self.error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._running = 0  # tasks inside ``work``
+        self._left = 0  # tasks submitted and not finished
+
+    def run(self, pool: ThreadPoolExecutor, count: int) -> None:
+        try:
+            for k in range(count):
+                with self._changed:
+                    self._left += 1
+                context = contextvars.copy_context()
+                context.run(_STOP.set, self.stop)
+                pool.submit(context.run, self._task, k)
+            with self._changed:
+                while self._left and self.error is None:
+                    self._changed.wait()
+        except BaseException:
+            self._halt()
+            raise
+        if self.error is not None:
+            self._halt()
+            raise self.error
+
+    def _task(self, k: int) -> None:
+        with self._changed:
+            if self.stop:
+                self._finished(running=False)
+                return
+            self._running += 1
+        try:
+            self.work(k)
+        except BaseException as error:
+            with self._changed:
+                self.error = self.error or error
+                self.stop.set()
+        finally:
+            with self._changed:
+                self._finished(running=True)
+
+    def _finished(self, running: bool) -> None:
+        self._running -= running
+        self._left -= 1
+        self._changed.notify_all()
+
+    def _halt(self) -> None:
+        """Stop the tasks and wait for the running ones. A second Ctrl-C
+        while waiting does not end the wait: leaving now would free buffers
+        the workers still write into."""
+        self.stop.set()
+        while True:
+            try:
+                with self._changed:
+                    while self._running:
+                        self._changed.wait()
+                return
+            except BaseException:  # noqa: S112 - keep waiting, then raise the first
+                continue
 
 
 def default_tile_rows(row_bytes: int, workers: int, gil_free: bool | None = None) -> int:
@@ -404,10 +524,8 @@ class RegionRunner:
             tile_rows = default_tile_rows(per_row, self.workers, gil_free)
         self.tile_rows = min(self.pixels, tile_rows)
         chunks = min(4 * self.workers, max(1, self.pixels // self.tile_rows))
-        self.chunks = [[(begin + a, begin + b) for a, b in
-                        split(end - begin, -(-(end - begin) // self.tile_rows))]
-                       for begin, end in split(self.pixels, chunks)]
-        self.lengths = sorted({b - a for chunk in self.chunks for a, b in chunk})
+        self.chunks = split(self.pixels, chunks)  # tiles are derived: loops.tiles
+        self.lengths = loops.tile_lengths(self.chunks, self.tile_rows)
         self._programs = {n: self._program(n) for n in self.lengths}
 
     def _program(self, rows: int):
@@ -438,8 +556,10 @@ class RegionRunner:
             return
 
         def work(chunk: int) -> None:
-            scratch = self.scratch()
-            for a, b in self.chunks[chunk]:
+            stop, scratch = stop_flag(), self.scratch()
+            for a, b in loops.tiles(*self.chunks[chunk], self.tile_rows):
+                if stop:
+                    return
                 n = b - a
                 self._programs[n][0](*(x[a:b] for x in rows_in), *wholes, *hoisted[n],
                                      *(o[a:b] for o in outs), *scratch[n])
@@ -503,7 +623,7 @@ class RegionRunner:
                                                  self.slots.assignment, tile, n, _tile_attrs)
         except loops.Ineligible as why:
             return str(why)
-        return loops.Program.build(per_length, self.chunks)
+        return loops.Program.build(per_length, self.chunks, self.tile_rows)
 
     def _tile_operands(self, li: int, n: int, rows_in, wholes, hoisted) -> loops.TileOperands:
         """The operands of a tile of ``n`` rows at row 0, numbered as the bases
@@ -527,8 +647,16 @@ class RegionRunner:
         fpe = np.zeros((len(self.chunks), len(program.names)), np.uint32)
 
         def work(chunk: int) -> None:
+            stop = stop_flag()
             bases = np.concatenate((common, self.scratch_pointers()))
-            program.run_chunk(chunk, bases, fpe[chunk])
+            count = program.tile_count(chunk)
+            # a worker's slice is one call (the driver reads the stop flag between tiles);
+            # on the calling thread, short calls so that a Ctrl-C is seen between them
+            step = count if in_worker() else max(1, SLICE_ROWS // self.tile_rows)
+            for first in range(0, count, step):
+                if stop:
+                    return
+                program.run_tiles(chunk, first, first + step, bases, fpe[chunk], stop)
         run_tasks(work, len(self.chunks), self.workers)
         loops.give_fpe(program.names, np.bitwise_or.reduce(fpe, axis=0))
 
@@ -547,6 +675,63 @@ def _probe_whole(node: Node):
     if node.op is Op.CONST:
         return node.attrs["value"].value
     return np.zeros(node.shape, node.dtype)
+
+
+# --- NumPy's diagnostics for rows a compiled kernel ran -----------------------------------
+
+def watched_flags() -> int:
+    """The ``NPY_FPE_*`` bits the caller's ``np.errstate`` does not ignore."""
+    modes = np.geterr()
+    return sum(bit for bit, key, _ in loops.FPE_KINDS if modes[key] != "ignore")
+
+
+class _Log:
+    """A target for NumPy's ``log`` error mode: each message, in order."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+
+_FPE_BITS = {text: bit for bit, _, text in loops.FPE_KINDS}
+
+
+def replay_errors(region: Region, rows_in: list, wholes: list,
+                  ranges: list[tuple[int, int]]) -> None:
+    """The floating-point diagnostics the reference gives for a region, from
+    the rows ``ranges`` only (those where a compiled kernel raised a flag):
+    the region's nodes run again there by the reference rules (EVAL, as on a
+    tile), every op's errors are collected, and then given to the caller's
+    ``np.errstate`` once per op in tape order, with NumPy's texts
+    (``loops.give_fpe``). Only the diagnostics come from here: the kernel's
+    outputs stand."""
+    seen: dict[tuple[int, str], int] = {}
+    log = _Log()
+    with np.errstate(all="log", call=log):
+        for a, b in ranges:
+            _replay_rows(region, [x[a:b] for x in rows_in], wholes, b - a, log, seen)
+    keys = sorted(seen, key=lambda key: key[0])  # tape order; a node's ops as met
+    loops.give_fpe([name for _, name in keys], np.array([seen[k] for k in keys], np.uint32))
+
+
+def _replay_rows(region: Region, rows_in: list, wholes: list, rows: int, log: _Log,
+                 seen: dict) -> None:
+    values = {(x, ROWS): v for x, v in zip(region.row_inputs, rows_in)}
+    values.update({(x, WHOLE): v for x, v in zip(region.whole_inputs, wholes)})
+    last = {x: i for i, node in enumerate(region.nodes) for x in node.inputs}
+    for i, node in enumerate(region.nodes):
+        args = [values[x] if x in values else values[(x, mode)]
+                for x, mode in zip(node.inputs, region.modes[node])]
+        before = len(log.lines)
+        values[node] = EVAL[node.op](*args, **_tile_attrs(node, rows))
+        for line in log.lines[before:]:  # "Warning: <text> encountered in <name>"
+            text, name = line.removeprefix("Warning: ").rstrip("\n").split(" encountered in ")
+            seen[(i, name)] = seen.get((i, name), 0) | _FPE_BITS[text]
+        for x in node.inputs:
+            if last.get(x) == i:
+                values.pop(x, None)
 
 
 # --- the executable -----------------------------------------------------------------------

@@ -27,6 +27,13 @@ NumPy's semantics, restated:
   is the reference's clamp, floor and four-rounding lerp with its NaN rules
   written out (C's fmin/fmax would drop a NaN). All are branch-free
   (selects, integer and bit operations), so loops over them vectorize.
+
+Host C (``Ctx.host``, ``HOST_HELPERS``) also raises the floating-point flags
+NumPy's loops raise, and no others that NumPy's comparisons would not: its
+float ordering comparisons are quiet (``ordered``), integer division by
+zero raises divide by zero and ``MIN // -1`` overflow (as NumPy's integer
+loops do), a float-to-integer cast of NaN, ±inf or an out-of-range value
+raises invalid. The CUDA wrappers keep the plain rules (no flags there).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class Ctx:
     dtype: np.dtype  # operand dtype (the first operand's; SELECT: the branches')
     out: np.dtype  # result dtype
     attrs: dict
+    host: bool = False  # CPU host C, whose floating-point flags are read (``HOST_HELPERS``)
 
     @property
     def ctype(self) -> str:
@@ -128,7 +136,9 @@ def _sign(t: Ctx, x):
         return f"({t.ctype})(({x} > 0) - ({x} < 0))"
     one, zero = literal(1, t.dtype), literal(0, t.dtype)
     inner = _pick(t.dtype, f"{x} == 0", zero, x)
-    return _pick(t.dtype, f"{x} > 0", one, _pick(t.dtype, f"{x} < 0", f"-{one}", inner))
+    z = zero if t.host else "0"
+    return _pick(t.dtype, ordered(t, x, ">", z), one,
+                 _pick(t.dtype, ordered(t, x, "<", z), f"-{one}", inner))
 
 
 def _float_only(name: str):
@@ -142,7 +152,7 @@ def _float_only(name: str):
 def _extreme(cmp: str):
     def rule(t: Ctx, x, y):
         if t.dtype in dtypes.FLOATS:
-            return _pick(t.dtype, f"({x} {cmp} {y}) | ({x} != {x})", x, y)
+            return _pick(t.dtype, f"({ordered(t, x, cmp, y)}) | ({x} != {x})", x, y)
         return f"({x} {cmp} {y} ? {x} : {y})"
     return rule
 
@@ -163,8 +173,21 @@ def _float_helper(name: str):
     return rule
 
 
+QUIET = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+"""The quiet ordering comparisons of host C (``isk_lt_f64`` ...), by operator."""
+
+
+def ordered(t: Ctx, x: str, op: str, y: str) -> str:
+    """``x op y``. In host C, a float ordering comparison is quiet: C's ``<``
+    raises FE_INVALID at a NaN, NumPy's comparisons do not, and the host
+    kernel reports its flags to NumPy's error state."""
+    if t.host and op in QUIET and t.dtype in dtypes.FLOATS:
+        return f"isk_{QUIET[op]}_{SHORT[t.dtype]}({x}, {y})"
+    return f"{x} {op} {y}"
+
+
 def _compare(op: str):
-    return lambda t, x, y: f"(uint8_t)({x} {op} {y})"
+    return lambda t, x, y: f"(uint8_t)({ordered(t, x, op, y)})"
 
 
 def _cast(t: Ctx, x, *, dtype=None):
@@ -283,7 +306,16 @@ TRANSCENDENTAL_NAMES = frozenset(
 
 # --- the prelude: helpers the expressions call --------------------------------------------
 
-def _divmod_helpers(s: str, t: str) -> str:
+def _plain(x: str, op: str, y: str) -> str:
+    return f"{x} {op} {y}"
+
+
+def _quiet(s: str):
+    """Ordering comparisons of host C helpers: ``isk_lt_f64(x, y)`` ..."""
+    return lambda x, op, y: f"isk_{QUIET[op]}_{s}({x}, {y})"
+
+
+def _divmod_helpers(s: str, t: str, cmp=_plain) -> str:
     f = "f" if t == "float" else ""
     return f"""\
 ISK_INLINE {t} isk_divmod_{s}({t} a, {t} b, {t} *mod_out)
@@ -292,13 +324,13 @@ ISK_INLINE {t} isk_divmod_{s}({t} a, {t} b, {t} *mod_out)
     {t} div = (a - mod) / b;
     {t} floordiv;
     if (mod != 0) {{
-        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
+        if (({cmp("b", "<", "0")}) != ({cmp("mod", "<", "0")})) {{ mod += b; div -= 1; }}
     }} else {{
         mod = copysign{f}(({t})0, b);
     }}
     if (div != 0) {{
         floordiv = floor{f}(div);
-        if (div - floordiv > ({t})0.5) floordiv += 1;
+        if ({cmp("div - floordiv", ">", f"({t})0.5")}) floordiv += 1;
     }} else {{
         floordiv = copysign{f}(({t})0, a / b);
     }}
@@ -320,19 +352,28 @@ ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
 """
 
 
-def _int_division_helpers(s: str, t: str, u: str) -> str:
+def _int_division_helpers(s: str, t: str, u: str, lo: str = "", flags: bool = False) -> str:
+    """NumPy's integer floor division and remainder; with ``flags`` (host C)
+    they also raise NumPy's flags: divide by zero for ``x // 0`` and
+    ``x % 0``, overflow for ``MIN // -1``."""
+    divide = "{ feraiseexcept(FE_DIVBYZERO); return 0; }" if flags else "return 0;"
+    wrap = f"({t})(({u})0 - ({u})a)"
+    negate = (f"{{ if (a == {lo}) feraiseexcept(FE_OVERFLOW); return {wrap}; }}" if flags
+              else f"return {wrap};")
+    remainder_zero = (f"if (b == 0) {divide}\n    if (b == -1) return 0;" if flags
+                      else "if (b == 0 || b == -1) return 0;")
     return f"""\
 ISK_INLINE {t} isk_floordiv_{s}({t} a, {t} b)
 {{  /* NumPy: x // 0 == 0, MIN // -1 wraps to MIN, rounds toward -inf */
-    if (b == 0) return 0;
-    if (b == -1) return ({t})(({u})0 - ({u})a);
+    if (b == 0) {divide}
+    if (b == -1) {negate}
     {t} q = a / b;
     if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
     return q;
 }}
 ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
 {{  /* NumPy: x % 0 == 0; the result takes the divisor's sign */
-    if (b == 0 || b == -1) return 0;
+    {remainder_zero}
     {t} r = a % b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
@@ -340,17 +381,29 @@ ISK_INLINE {t} isk_rem_{s}({t} a, {t} b)
 """
 
 
-def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int) -> str:
+_RANGE_NOTE = "  /* NaN, inf, out of range: FE_INVALID, as NumPy's cast */"
+
+
+def _cast_helper(src: str, dst: str, t: str, lo: str, hi: str, bits: int,
+                 flags: bool = False) -> str:
     """Float to integer as NumPy does it on this CPU. Branch-free: only
     in-range values reach the conversion (an out-of-range one is undefined in
-    C), so GCC can if-convert and vectorize loops that contain it."""
+    C), so GCC can if-convert and vectorize loops that contain it. With
+    ``flags`` (host C) the range test raises FE_INVALID for NaN, ±inf and
+    out-of-range values, as NumPy's cast loop does: the square root of a
+    negative number raises it, a NaN reaching the (signaling) comparison
+    too, and neither costs a branch."""
     limit = f"{2.0 ** (bits - 1):.1f}"
+    below = float(np.nextafter(2.0 ** (bits - 1), 0)).hex()  # the largest double < limit
     ctype = "float" if src == "f32" else "double"
     if FLOAT_TO_INT == "indefinite":
         out = f"{lo}"  # x86 cvtt: NaN, inf, out of range -> MIN
     else:
         out = f"(x != x ? ({t})0 : ((double)x < 0 ? {lo} : {hi}))"  # saturating
-    body = (f"const {t} ok = ((double)x >= -{limit}) & ((double)x < {limit});\n"
+    test = f"((double)x >= -{limit}) & ((double)x < {limit})"
+    if flags:  # out of range, NaN: a square root of a negative or the compare raises
+        test = f"(sqrt({below} - (double)x) + sqrt((double)x + {limit})) >= 0"
+    body = (f"const {t} ok = {test};{_RANGE_NOTE if flags else ''}\n"
             f"    const {t} r = ({t})(ok ? x : ({ctype})0);\n"
             f"    const {t} m = -ok;  /* all ones when in range: a blend, not a branch */\n"
             f"    return (r & m) | (({t}){out} & ~m);")
@@ -367,7 +420,7 @@ def _select_helper(s: str, t: str, u: str) -> str:
             f"    return x.f;\n}}\n")
 
 
-def _rounding_helpers(s: str, t: str) -> str:
+def _rounding_helpers(s: str, t: str, cmp=_plain) -> str:
     """floor, ceil and trunc from rint (nearest integer, exact): the nearest
     integer, moved one step when it lies on the wrong side of x; copysign
     gives the result x's sign, as the C functions do (ceil(-0.5) is -0.0).
@@ -378,16 +431,16 @@ def _rounding_helpers(s: str, t: str) -> str:
 ISK_INLINE {t} isk_floor_{s}({t} x)
 {{
     const {t} near = rint{f}(x);
-    return copysign{f}(near > x ? near - {one} : near, x);
+    return copysign{f}({cmp("near", ">", "x")} ? near - {one} : near, x);
 }}
 ISK_INLINE {t} isk_ceil_{s}({t} x)
 {{
     const {t} near = rint{f}(x);
-    return copysign{f}(near < x ? near + {one} : near, x);
+    return copysign{f}({cmp("near", "<", "x")} ? near + {one} : near, x);
 }}
 ISK_INLINE {t} isk_trunc_{s}({t} x)
 {{
-    return x < 0 ? isk_ceil_{s}(x) : isk_floor_{s}(x);
+    return {cmp("x", "<", "0")} ? isk_ceil_{s}(x) : isk_floor_{s}(x);
 }}
 """
 
@@ -468,7 +521,7 @@ ISK_INLINE {t} isk_logb_{s}({t} x)
 """
 
 
-def _lookup_helper(s: str, t: str, u: str, bits: int, magic: str) -> str:
+def _lookup_helper(s: str, t: str, u: str, bits: int, magic: str, cmp=_plain) -> str:
     """EVAL's table_lookup, operation for operation, with the same care for
     vectorization as ldexp: floor is rint corrected downwards, the indices
     come out of the bits of a magic sum, not from a conversion. The layer
@@ -482,8 +535,8 @@ ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {
 {{  /* u = clamp((x - x0) / step, 0, n-1) as numpy.maximum/minimum (NaN stays) */
     const {t} top = ({t})(nodes - 1), last = ({t})(nodes - 2), deepest = ({t})(layers - 1);
     const {t} q = (x - x0) / step;
-    const {t} low = (q > 0 || q != q) ? q : ({t})0;
-    const {t} u = (low < top || low != low) ? low : top;
+    const {t} low = ({cmp("q", ">", "0")} || q != q) ? q : ({t})0;
+    const {t} u = ({cmp("low", "<", "top")} || low != low) ? low : top;
     const {t} probe = u + layer;  /* NaN iff either is: u is finite or NaN here */
     const {index} bad = probe != probe;
     const {t} us = bad ? ({t})0 : u;
@@ -538,6 +591,67 @@ shared divmod), and the floor entry ceil and trunc, so ``helper_for`` maps
 those names to them."""
 
 
+QUIET_RULE = {"lt": "(isk_key_{s}(x) < isk_key_{s}(y)) & (x != y)",
+              "le": "((isk_key_{s}(x) <= isk_key_{s}(y)) | (x == y))",
+              "gt": "(isk_key_{s}(x) > isk_key_{s}(y)) & (x != y)",
+              "ge": "((isk_key_{s}(x) >= isk_key_{s}(y)) | (x == y))"}
+
+
+def _compare_helpers(s: str, t: str, u: str, i: str, top: int) -> str:
+    """Quiet ``<``, ``<=``, ``>``, ``>=`` (``isk_lt_f64`` ...): 0 when an operand
+    is NaN and no FE_INVALID, as NumPy's comparisons. The order is read from
+    the bits (``isk_key_f64``): for non-NaN floats, the bits as a signed
+    integer with the magnitude bits of negative numbers flipped are in the
+    floats' order (-0 just below +0, which ``x == y`` settles). Only ``==``,
+    ``!=`` and integer compares remain: none raises at a quiet NaN, and GCC
+    if-converts and vectorizes them (not C99's ``isless``: GCC 12 vectorizes
+    it as a signaling compare; nor a plain ``<`` of NaN-free operands: GCC
+    keeps a compare that may trap behind a branch)."""
+    parts = [f"ISK_INLINE {i} isk_key_{s}({t} x)\n"
+             f"{{  /* the floats' order as integers: negatives' magnitude bits flipped */\n"
+             f"    union {{ {u} u; {t} f; }} v;\n    v.f = x;\n"
+             f"    return ({i})v.u ^ ({i})(({u})(({i})v.u >> {top}) >> 1);\n}}\n"]
+    for word, rule in QUIET_RULE.items():
+        parts.append(f"ISK_INLINE uint8_t isk_{word}_{s}({t} x, {t} y)\n"
+                     f"{{  /* quiet: 0 at a NaN, without FE_INVALID */\n"
+                     f"    return (uint8_t)((x == x) & (y == y) & {rule.format(s=s)});\n}}\n")
+    return "".join(parts)
+
+
+HOST_HELPERS = {
+    **HELPERS,
+    "isk_lt_f32": _compare_helpers("f32", "float", "uint32_t", "int32_t", 31),
+    "isk_lt_f64": _compare_helpers("f64", "double", "uint64_t", "int64_t", 63),
+    "isk_floor_f32": _rounding_helpers("f32", "float", _quiet("f32")),
+    "isk_floor_f64": _rounding_helpers("f64", "double", _quiet("f64")),
+    "isk_floordiv_f32": _divmod_helpers("f32", "float", _quiet("f32")),
+    "isk_floordiv_f64": _divmod_helpers("f64", "double", _quiet("f64")),
+    "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t", "INT32_MIN",
+                                              flags=True),
+    "isk_floordiv_i64": _int_division_helpers("i64", "int64_t", "uint64_t", "INT64_MIN",
+                                              flags=True),
+    **{f"isk_{s}_to_{d}": _cast_helper(s, d, t, lo, hi, bits, flags=True)
+       for s in ("f32", "f64")
+       for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
+                                  ("i64", "int64_t", "INT64_MIN", "INT64_MAX", 64))},
+    "isk_lookup_f32": _lookup_helper("f32", "float", "uint32_t", 23, "0x4b000000u",
+                                     _quiet("f32")),
+    "isk_lookup_f64": _lookup_helper("f64", "double", "uint64_t", 52,
+                                     "0x4330000000000000ull", _quiet("f64")),
+}
+"""The prelude of host C, whose kernels report their floating-point flags
+to NumPy's error state (``host.py``): the same functions, with the quiet
+comparisons (``isk_lt_f64`` ...) and the flags NumPy's loops raise (integer
+division by zero, ``MIN // -1``, float-to-integer casts out of range)."""
+
+HOST_REQUIRES = {name: (f"isk_lt_{name[-3:]}",) for name in
+                 ("isk_floor_f32", "isk_floor_f64", "isk_floordiv_f32", "isk_floordiv_f64",
+                  "isk_lookup_f32", "isk_lookup_f64")}
+"""Host helpers that call the quiet comparisons, which come first."""
+
+
 def helper_for(name: str) -> str:
     name = name.replace("isk_ceil_", "isk_floor_").replace("isk_trunc_", "isk_floor_")
+    for op in ("le", "gt", "ge", "key"):
+        name = name.replace(f"isk_{op}_", "isk_lt_")
     return name.replace("isk_rem_", "isk_floordiv_")

@@ -8,9 +8,13 @@ NumPy's own loop (the function pointer, context and auxdata that
 one of the driver's exact built-in kinds: an element copy (``COPY``), a
 select as a bit copy (``SELECT``), or a C conversion (``CAST``). Each
 operand is ``bases[slot] + offset + begin * advance`` for a tile whose first
-row is ``begin``, walked with a fixed byte ``stride``. A tile is three
-integers: its first row, its first step and its step count (programs of
-different tile lengths share one step array).
+row is ``begin``, walked with a fixed byte ``stride``. Programs of different
+tile lengths share one step array. A call runs tiles of one slice
+(``SLICE``): the slice's bounds and its largest tile length; the driver
+derives each tile's rows and program itself (nearly equal tiles, the first
+ones a row longer), so no list of tiles exists anywhere, however many
+pixels. Between tiles it reads a stop flag (``threads.Stop``): a call whose
+caller failed or was interrupted returns after its current tile.
 
 Around every step that NumPy would check (``check_fpe``) the driver clears
 the floating-point flags before the loop and reads them after it, as the
@@ -51,6 +55,12 @@ STEP = np.dtype([
     ("advance", np.int64, MAX_OPERANDS), ("stride", np.int64, MAX_OPERANDS),
 ], align=True)
 """One step, laid out as the C struct ``isk_step`` (checked at load)."""
+
+SLICE = np.dtype([("begin", np.int64), ("end", np.int64), ("rows", np.int64),
+                  ("long_step", np.int64), ("short_step", np.int64), ("per_tile", np.int64)])
+"""One slice, as the C struct ``isk_slice``: rows ``[begin, end)`` in tiles of
+at most ``rows`` rows; the first step of the longer and of the shorter
+tiles' program (``long_step`` -1 when all tiles have one length)."""
 
 SOURCE = r"""/* isokernel tile driver -- fixed source, compiled once per compiler and CPU.
  * Runs programs of strided-loop calls over tiles without the GIL (see driver.py). */
@@ -179,15 +189,29 @@ static int isk_step_run(const isk_step *st, char *const *data, const int64_t *co
     }
 }
 
-/* Runs the tiles {first row, first step, step count} of one slice. Returns 0, or
- * 1 + the index of the step that failed (the tiles after it are not run). */
-int64_t isk_run(const isk_step *steps, const int64_t *tiles, int64_t ntiles,
-                char *const *bases, uint32_t *fpe)
+typedef struct {
+    int64_t begin, end, rows;    /* the slice, and its largest tile length */
+    int64_t long_step, short_step, per_tile;  /* the programs of its two tile lengths */
+} isk_slice;
+
+int64_t isk_slice_size(void) { return (int64_t)sizeof(isk_slice); }
+
+/* Runs tiles [first, last) of a slice: `count` nearly equal tiles of at most `rows` rows,
+ * the first `length % count` one row longer (as loops.tiling). Reads *stop between tiles
+ * and returns 0 once it is set. Returns 0, or 1 + the index of the step that failed (the
+ * tiles after it are not run). */
+int64_t isk_run(const isk_step *steps, const isk_slice *slice, int64_t first, int64_t last,
+                char *const *bases, uint32_t *fpe, const int32_t *stop)
 {
-    for (int64_t t = 0; t < ntiles; t++) {
-        const int64_t begin = tiles[3 * t], first = tiles[3 * t + 1];
-        const int64_t last = first + tiles[3 * t + 2];
-        for (int64_t k = first; k < last; k++) {
+    const int64_t length = slice->end - slice->begin;
+    const int64_t count = (length + slice->rows - 1) / slice->rows;
+    const int64_t shorter = length / count, longer = length % count;
+    for (int64_t t = first; t < last && t < count; t++) {
+        if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+            return 0;
+        const int64_t begin = slice->begin + t * shorter + (t < longer ? t : longer);
+        const int64_t from = t < longer ? slice->long_step : slice->short_step;
+        for (int64_t k = from; k < from + slice->per_tile; k++) {
             const isk_step *st = &steps[k];
             char *data[ISK_MAX_OPERANDS];
             if (st->count == 0)
@@ -208,26 +232,30 @@ int64_t isk_run(const isk_step *steps, const int64_t *tiles, int64_t ntiles,
 
 
 class Driver:
-    """The loaded driver: ``run(steps, tiles, bases, fpe)`` on NumPy arrays,
-    releasing the GIL for the call (ctypes does)."""
+    """The loaded driver: ``run(steps, slice, first, last, bases, fpe, stop)``
+    on NumPy arrays, releasing the GIL for the call (ctypes does)."""
 
     def __init__(self, library: ctypes.CDLL, built):
         self.built = built
-        size = library.isk_step_size
-        size.restype = ctypes.c_int64
-        if size() != STEP.itemsize:
-            raise RuntimeError(f"tile driver: C step is {size()} bytes, Python's "
-                               f"{STEP.itemsize}")
+        for name, layout in (("isk_step_size", STEP), ("isk_slice_size", SLICE)):
+            size = getattr(library, name)
+            size.restype = ctypes.c_int64
+            if size() != layout.itemsize:
+                raise RuntimeError(f"tile driver: {name}() is {size()} bytes, Python's "
+                                   f"{layout.itemsize}")
         self._run = library.isk_run
         self._run.restype = ctypes.c_int64
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                              ctypes.c_void_p, ctypes.c_void_p]
+                              ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p]
 
-    def run(self, steps: np.ndarray, tiles: np.ndarray, bases: np.ndarray,
-            fpe: np.ndarray) -> int:
-        """0, or 1 + the index of the step whose loop failed."""
-        return self._run(steps.ctypes.data, tiles.ctypes.data, len(tiles),
-                         bases.ctypes.data, fpe.ctypes.data)
+    def run(self, steps: np.ndarray, slice_: np.ndarray, first: int, last: int,
+            bases: np.ndarray, fpe: np.ndarray, stop: int) -> int:
+        """Tiles ``[first, last)`` of ``slice_`` (one ``SLICE``); ``stop`` is the
+        address of an int32 the driver reads between tiles. 0, or 1 + the
+        index of the step whose loop failed."""
+        return self._run(steps.ctypes.data, slice_.ctypes.data, first, last,
+                         bases.ctypes.data, fpe.ctypes.data, stop)
 
 
 @functools.cache

@@ -18,7 +18,10 @@ unrolled in NumPy's order. Every line carries its provenance
 The body depends on nothing of its caller: the CPU host wrapper
 (``host.py``) calls it over a slice of rows, and a CUDA wrapper can call the
 same function from a grid-stride loop after defining ``ISK_INLINE`` as a
-device function.
+device function. The host's copy (``host_function``) differs in one respect:
+its kernels report their floating-point flags to NumPy's error state, so its
+float ordering comparisons are quiet (no FE_INVALID at a NaN, as NumPy's)
+and its helpers raise the flags NumPy's loops raise (``HOST_HELPERS``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from .c_expr import (
     C_EXPR,
     CTYPE,
     HELPERS,
+    HOST_HELPERS,
+    HOST_REQUIRES,
+    QUIET,
     REDUCE_IDENTITY,
     SHORT,
     Ctx,
@@ -67,6 +73,8 @@ class Body:
     outputs: tuple[Node, ...]
     math: frozenset[str]  # libm functions called, e.g. {"exp", "sqrtf"}
     data: tuple[str, ...] = ()  # static arrays it reads (the tables of look-ups)
+    host_function: str = ""  # the host C copy: quiet comparisons (module docstring)
+    host_helpers: tuple[str, ...] = ()  # its prelude functions (``HOST_HELPERS`` keys)
 
     @property
     def text(self) -> str:
@@ -97,9 +105,9 @@ def supports(node: Node, modes: tuple[str, ...]) -> bool:
     return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
 
 
-def _ctx(node: Node) -> Ctx:
+def _ctx(node: Node, host: bool = False) -> Ctx:
     operand = node.inputs[-1] if node.op is Op.SELECT else node.inputs[0]
-    return Ctx(operand.dtype, node.dtype, dict(node.attrs))
+    return Ctx(operand.dtype, node.dtype, dict(node.attrs), host)
 
 
 def _rule_attrs(node: Node) -> dict:
@@ -113,6 +121,7 @@ class _Emitter:
         self.index = index  # node -> its number in the graph (names and comments)
         self.modes = modes
         self.lines: list[str] = []
+        self.host_lines: list[str] = []  # the host copy (quiet comparisons)
         self.values: dict[Node, np.ndarray] = {}  # row names, shape (1, *row shape)
         self.whole: dict[Node, np.ndarray] = {}  # names of values read whole, their shape
         self.math: set[str] = set()
@@ -125,11 +134,16 @@ class _Emitter:
         params += self._outputs()
         head = f"ISK_INLINE void {self.name}(int64_t i, {', '.join(params)})"
         text = "\n".join([head, "{", *self.lines, "}"]) + "\n"
-        helpers = sorted({helper_for(n) for n in re.findall(r"\bisk_\w+(?=\()", text)}
-                         & set(HELPERS))
+        host = "\n".join([head, "{", *self.host_lines, "}"]) + "\n"
         whole = tuple(x for x in self.region.whole_inputs if x.op is not Op.CONST)
-        return Body(self.name, text, tuple(helpers), tuple(self.region.row_inputs), whole,
-                    tuple(self.region.outputs), frozenset(self.math), tuple(self.data))
+        return Body(self.name, text, _called(text, HELPERS), tuple(self.region.row_inputs),
+                    whole, tuple(self.region.outputs), frozenset(self.math), tuple(self.data),
+                    host, _called(host, HOST_HELPERS))
+
+    def _line(self, text: str, host: str | None = None) -> None:
+        """A line of the body, and of its host copy (``host``, when it differs)."""
+        self.lines.append(text)
+        self.host_lines.append(text if host is None else host)
 
     def _inputs(self) -> list[str]:
         params = []
@@ -153,8 +167,8 @@ class _Emitter:
         for j in range(size):
             at = (f"i * {size} + {j}" if size > 1 else "i") if rows else str(j)
             name = f"{base}_{j}" if size > 1 else base
-            self.lines.append(f"    const {ctype} {name} = {pointer}[{at}];"
-                              f"  // {'row of ' if rows else ''}{self._label(x)}")
+            self._line(f"    const {ctype} {name} = {pointer}[{at}];"
+                       f"  // {'row of ' if rows else ''}{self._label(x)}")
             names.append(name)
         return np.array(names, dtype=object).reshape(shape)
 
@@ -177,7 +191,7 @@ class _Emitter:
             params.append(f"{CTYPE[node.dtype]} *restrict out{k}")
             for j, name in enumerate(self.values[node].ravel()):
                 at = f"i * {size} + {j}" if size > 1 else "i"
-                self.lines.append(f"    out{k}[{at}] = {name};")
+                self._line(f"    out{k}[{at}] = {name};")
         return params
 
     def _node(self, node: Node) -> None:
@@ -189,23 +203,25 @@ class _Emitter:
             if node.op in TABLE:
                 self.data[table_data(dict(node.attrs), node.dtype)] = None
             operands = [x.ravel() for x in self._operands(node)]
-            exprs = [self._expr(node, [o[j] for o in operands])
-                     for j in range(math.prod(node.shape[1:]))]
-            self.values[node] = self._define(node, exprs)
+            exprs = [[self._expr(node, [o[j] for o in operands], host)
+                      for j in range(math.prod(node.shape[1:]))] for host in (False, True)]
+            self.values[node] = self._define(node, *exprs)
 
-    def _expr(self, node: Node, names: list[str]) -> str:
-        expr = C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node))
+    def _expr(self, node: Node, names: list[str], host: bool = False) -> str:
+        expr = C_EXPR[node.op](_ctx(node, host), *names, **_rule_attrs(node))
         if expr is None:
             raise Unsupported(f"{node.op.value} of {dtypes.SHORT[node.dtype]}")
-        self.math.update(re.findall(r"\b([a-z][a-z0-9]*)\(", expr))
+        if not host:
+            self.math.update(re.findall(r"\b([a-z][a-z0-9]*)\(", expr))
         return expr
 
-    def _define(self, node: Node, exprs: list[str]) -> np.ndarray:
+    def _define(self, node: Node, exprs: list[str], host_exprs: list[str]) -> np.ndarray:
         base, ctype = self._base(node), CTYPE[node.dtype]
         names = []
-        for j, expr in enumerate(exprs):
+        for j, (expr, host) in enumerate(zip(exprs, host_exprs)):
             name = f"{base}_{j}" if len(exprs) > 1 else base
-            self.lines.append(f"    const {ctype} {name} = {expr};  // {self._label(node)}")
+            self._line(f"    const {ctype} {name} = {expr};  // {self._label(node)}",
+                       f"    const {ctype} {name} = {host};  // {self._label(node)}")
             names.append(name)
         return np.array(names, dtype=object).reshape((1, *node.shape[1:]))
 
@@ -227,24 +243,28 @@ class _Emitter:
         names = self.values[x]
         layout = reduce_plan(names.shape, node.attrs["axes"], node.op)
         lanes = np.transpose(names, layout.perm).reshape(-1, layout.chunks, layout.length)
+        return self._define(node, *(self._lanes(node, lanes, host) for host in (False, True)))
+
+    def _lanes(self, node: Node, lanes: np.ndarray, host: bool) -> list[str]:
+        """One expression per reduced lane (chunks of a lane folded, then added)."""
         exprs = []
         for lane in lanes:
-            if layout.chunks == 1:  # identity + fold(lane) has fold(lane)'s bits
-                exprs.append(self._fold(node, list(lane[0])))
+            if len(lane) == 1:  # identity + fold(lane) has fold(lane)'s bits
+                exprs.append(self._fold(node, list(lane[0]), host))
                 continue
             acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
             for chunk in lane:
-                acc = C_EXPR[node.op](_ctx(node), acc, self._fold(node, list(chunk)))
+                acc = C_EXPR[node.op](_ctx(node, host), acc, self._fold(node, list(chunk), host))
             exprs.append(acc)
-        return self._define(node, exprs)
+        return exprs
 
-    def _fold(self, node: Node, names: list[str]) -> str:
+    def _fold(self, node: Node, names: list[str], host: bool) -> str:
         """NumPy's left fold, from the identity for sum and product. For a
         float max/min along the contiguous last axis NumPy's loop returns its
         own NaN (not the element's payload) when the first element is NaN;
         along other axes the first NaN met wins, as the fold does."""
         combine = C_EXPR[node.op]
-        ctx = _ctx(node)
+        ctx = _ctx(node, host)
         if node.op in REDUCE_IDENTITY:
             acc = literal(REDUCE_IDENTITY[node.op], node.dtype)
         else:
@@ -267,7 +287,19 @@ def emit_body(name: str, region, index, modes: dict | None = None) -> Body:
     return _Emitter(name, region, index, modes or {}).emit()
 
 
-def prelude(helpers) -> str:
-    """The definitions of the named helpers, each once."""
-    names = sorted(set(helpers))
-    return "".join(HELPERS[n] for n in names) + ("\n" if names else "")
+def _called(text: str, table: dict) -> tuple[str, ...]:
+    """The prelude functions ``text`` calls (``table`` keys)."""
+    return tuple(sorted({helper_for(n) for n in re.findall(r"\bisk_\w+(?=\()", text)}
+                        & set(table)))
+
+
+def prelude(helpers, host: bool = False) -> str:
+    """The definitions of the named helpers, each once; ``host``: from
+    ``HOST_HELPERS``, the quiet comparisons they call first."""
+    names = set(helpers)
+    if not host:
+        return "".join(HELPERS[n] for n in sorted(names)) + ("\n" if names else "")
+    names |= {d for n in names for d in HOST_REQUIRES.get(n, ())}
+    first = {f"isk_{QUIET['<']}_{s}" for s in ("f32", "f64")}
+    ordered = sorted(names, key=lambda n: (n not in first, n))
+    return "".join(HOST_HELPERS[n] for n in ordered) + ("\n" if names else "")

@@ -13,6 +13,13 @@ With ``vector_math``, the libm functions the body calls are declared with
 ``__attribute__((simd))`` so GCC calls the vector variants of glibc's
 libmvec; that is the only difference from scalar libm and it is recorded in
 the capsules.
+
+A kernel clears the floating-point flags on entry and returns those its
+rows raised, as NumPy's ``NPY_FPE_*`` bits, so that the caller can give
+them to NumPy's error state (``backends.native``). It runs the body's host
+copy (``Body.host_function``): quiet float comparisons, and the flags
+NumPy's loops raise where C raises none (integer division by zero, casts
+of NaN and out-of-range values to integers).
 """
 
 from __future__ import annotations
@@ -26,12 +33,21 @@ ISK_BLOCK = 256
 HEADER = """\
 /* isokernel native kernel {kernel} -- generated, do not edit.
  * Graph {graph}; compile without fast-math. */
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #define ISK_INLINE static inline __attribute__((always_inline))
 #define ISK_BLOCK {block}
+
+/* the floating-point flags raised since they were cleared, as NumPy's NPY_FPE_* bits */
+static uint32_t isk_fpe(void)
+{{
+    const int s = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    return ((s & FE_DIVBYZERO) ? 1u : 0u) | ((s & FE_OVERFLOW) ? 2u : 0u)
+         | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
+}}
 """
 
 TWO_ARGUMENTS = frozenset({"pow", "atan2"})
@@ -70,13 +86,13 @@ def host_source(kernels: list[tuple[Body, str]], graph_name: str, vector_math: b
                            block=ISK_BLOCK)]
     if vector_math:
         parts.append(simd_declarations(set().union(*(b.math for b, _ in kernels))))
-    parts.append(prelude([h for b, _ in kernels for h in b.helpers]))
+    parts.append(prelude([h for b, _ in kernels for h in b.host_helpers], host=True))
     data = "".join(dict.fromkeys(d for b, _ in kernels for d in b.data))
     if data:
         parts.append(data)
     for body, kernel in kernels:
         decls, names = _params(body)
-        parts += [body.function, _block_function(body, kernel, decls, names),
+        parts += [body.host_function, _block_function(body, kernel, decls, names),
                   _tail_function(body, kernel, decls, names),
                   _kernel_function(body, kernel, decls, names)]
     return "\n".join(parts)
@@ -121,9 +137,11 @@ def _kernel_function(body: Body, kernel: str, decls, names) -> str:
         offsets.append(f"in{k} + i * {math.prod(node.shape[1:])}")
     offsets += [f"w{k}" for k in range(len(body.whole_inputs))]
     offsets += [f"out{k} + i * {math.prod(n.shape[1:])}" for k, n in enumerate(body.outputs)]
-    return (f"void {kernel}({', '.join(decls)}, int64_t begin, int64_t end)\n{{\n"
+    return (f"uint32_t {kernel}({', '.join(decls)}, int64_t begin, int64_t end)\n{{\n"
+            f"    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);\n"
             f"    int64_t i = begin;\n"
             f"    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)\n"
             f"        {kernel}_block({', '.join(offsets)});\n"
             f"    if (i < end)\n"
-            f"        {kernel}_tail({', '.join(names)}, i, end);\n}}\n")
+            f"        {kernel}_tail({', '.join(names)}, i, end);\n"
+            f"    return isk_fpe();\n}}\n")

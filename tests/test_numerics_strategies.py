@@ -150,8 +150,10 @@ def test_portable_forward_model_on_many_rows_is_the_reference(strategy):
 
 # --------------------------------------------- the generated C vectorizes
 
-def _block_loop_report(source: str, tmp_path) -> list[str]:
-    """GCC's vectorizer notes for the block loop of a generated kernel."""
+def _block_loop_report(source: str, tmp_path, arch: str | None = None) -> list[str]:
+    """GCC's vectorizer notes for the block loop of a generated kernel,
+    compiled with the kernel's flags (``arch``, e.g. ``-march=x86-64-v3``,
+    in place of the host's ``-march=native``)."""
     import subprocess
 
     from isokernel import codegen
@@ -164,10 +166,13 @@ def _block_loop_report(source: str, tmp_path) -> list[str]:
     path = tmp_path / "kernel.c"
     path.write_text(source)
     flags = [f for f in compiler.flags(False) if f != "-shared"]
+    if arch is not None:
+        flags = [f for f in flags if not f.startswith("-march=")] + [arch]
     done = subprocess.run([compiler.path, *flags, "-fopt-info-vec-all", "-c", str(path), "-o",
                            str(tmp_path / "kernel.o")], capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"{compiler.name} does not take -fopt-info-vec-all: {done.stderr[:200]}")
+        taken = f"-fopt-info-vec-all {arch or ''}".strip()
+        pytest.skip(f"{compiler.name} does not take {taken}: {done.stderr[:200]}")
     lines = source.splitlines()
     loop = next(i for i, text in enumerate(lines, 1) if "j < ISK_BLOCK" in text)
     return [n for n in done.stderr.splitlines() if f"kernel.c:{loop}:" in n]
@@ -193,6 +198,46 @@ def test_portable_kernels_vectorize_fully(case, dtype, tmp_path):
                       numerics="portable").lower(*args).compile()
     notes = _block_loop_report(compiled.source(), tmp_path)
     assert any("loop vectorized" in n for n in notes), notes
+
+
+AVX2_ONLY = "-march=x86-64-v3"
+"""x86-64 with AVX2 and FMA but no AVX-512: no masked vector instructions."""
+
+
+def _x86_64_or_skip() -> None:
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip(f"{AVX2_ONLY} is an x86-64 target; this host is {platform.machine()}")
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+@pytest.mark.parametrize("case", sorted(VECTOR_CASES))
+def test_portable_kernels_vectorize_with_avx2_alone(case, dtype, tmp_path):
+    """The same loops for a CPU without AVX-512, checked on any x86-64 host:
+    GCC if-converts arithmetic inside a ``?:`` arm only with masked vector
+    instructions, so every choice in the helpers is a bit-mask select."""
+    _x86_64_or_skip()
+    args = synthetic_inputs(512, dtype)
+    compiled = ik.jit(VECTOR_CASES[case], strategy="native",
+                      numerics="portable").lower(*args).compile()
+    notes = _block_loop_report(compiled.source(), tmp_path, arch=AVX2_ONLY)
+    assert any("loop vectorized" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("name", ["isk_floor", "isk_ldexp", "isk_logb", "isk_lookup"])
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_exact_helpers_choose_by_bit_masks(name, dtype):
+    """No ``?:`` in the exact prelude helpers, whatever the host: GCC moves
+    arithmetic into its arms (``x * (c ? k : 1)`` becomes ``c ? x * k : x``),
+    and the loop stays scalar without AVX-512; the prelude defines the select
+    they call first."""
+    from isokernel.codegen.c_expr import HELPERS, SHORT
+    from isokernel.codegen.emit import prelude
+    helper, select = f"{name}_{SHORT[dtype]}", f"isk_select_{SHORT[dtype]}"
+    assert "?" not in HELPERS[helper] and f"{select}((uint8_t)(" in HELPERS[helper]
+    text = prelude([helper])
+    assert text.count(f"{select}(uint8_t c,") == 1
+    assert text.index(f"{select}(uint8_t c,") < text.index(f"{helper}(")
 
 
 def test_portable_benchmark_runs_and_native_portable_is_the_reference(capsys, monkeypatch):
@@ -263,4 +308,23 @@ def test_the_soil_moisture_retrieval_kernel_vectorizes(numerics, tables, tmp_pat
     model.__name__ = "retrieve"
     compiled = ik.jit(model, strategy="native", numerics=numerics).lower(*args).compile()
     notes = _block_loop_report(compiled.source(), tmp_path)
+    assert any("loop vectorized" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("tables", [False, True], ids=["closed-form", "tables"])
+@pytest.mark.parametrize("numerics", ["native", "portable"])
+def test_the_soil_moisture_retrieval_kernel_vectorizes_with_avx2_alone(numerics, tables,
+                                                                         tmp_path):
+    """The flagship's row region for a CPU without AVX-512 (ldexp, floor and
+    the look-ups among its helpers), checked on any x86-64 host."""
+    import functools
+
+    from isokernel.models.soil_moisture import generate_scene, retrieve, scene_inputs
+    from isokernel.models.soil_moisture.lookups import mironov_lookups
+    _x86_64_or_skip()
+    args = scene_inputs(generate_scene(600, seed=1))
+    model = functools.partial(retrieve, lookups=mironov_lookups().lookups if tables else None)
+    model.__name__ = "retrieve"
+    compiled = ik.jit(model, strategy="native", numerics=numerics).lower(*args).compile()
+    notes = _block_loop_report(compiled.source(), tmp_path, arch=AVX2_ONLY)
     assert any("loop vectorized" in n for n in notes), notes

@@ -17,6 +17,13 @@ static uint32_t isk_fpe(void)
 }
 
 
+ISK_INLINE int32_t isk_f64_to_i32(double x)
+{
+    const int32_t ok = (sqrt(0x1.fffffffffffffp+30 - (double)x) + sqrt((double)x + 2147483648.0)) >= 0;  /* NaN, inf, out of range: FE_INVALID, as NumPy's cast */
+    const int32_t r = (int32_t)(ok ? x : (double)0);
+    const int32_t m = -ok;  /* all ones when in range: a blend, not a branch */
+    return (r & m) | ((int32_t)INT32_MIN & ~m);
+}
 ISK_INLINE int64_t isk_key_f64(double x)
 {  /* the floats' order as integers: negatives' magnitude bits flipped */
     union { uint64_t u; double f; } v;
@@ -38,13 +45,6 @@ ISK_INLINE uint8_t isk_gt_f64(double x, double y)
 ISK_INLINE uint8_t isk_ge_f64(double x, double y)
 {  /* quiet: 0 at a NaN, without FE_INVALID */
     return (uint8_t)((x == x) & (y == y) & ((isk_key_f64(x) >= isk_key_f64(y)) | (x == y)));
-}
-ISK_INLINE int32_t isk_f64_to_i32(double x)
-{
-    const int32_t ok = (sqrt(0x1.fffffffffffffp+30 - (double)x) + sqrt((double)x + 2147483648.0)) >= 0;  /* NaN, inf, out of range: FE_INVALID, as NumPy's cast */
-    const int32_t r = (int32_t)(ok ? x : (double)0);
-    const int32_t m = -ok;  /* all ones when in range: a blend, not a branch */
-    return (r & m) | ((int32_t)INT32_MIN & ~m);
 }
 ISK_INLINE double isk_select_f64(uint8_t c, double a, double b)
 {

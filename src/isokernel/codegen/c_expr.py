@@ -26,7 +26,8 @@ NumPy's semantics, restated:
   NaN exponent giving NumPy's NaN; logb reads the exponent bits; the look-up
   is the reference's clamp, floor and four-rounding lerp with its NaN rules
   written out (C's fmin/fmax would drop a NaN). All are branch-free
-  (selects, integer and bit operations), so loops over them vectorize.
+  (bit-mask selects, integer and bit operations), so loops over them
+  vectorize with AVX2 as with AVX-512.
 
 Host C (``Ctx.host``, ``HOST_HELPERS``) also raises the floating-point flags
 NumPy's loops raise, and no others that NumPy's comparisons would not: its
@@ -128,7 +129,7 @@ def _pick(dtype, cond: str, x: str, y: str) -> str:
     GCC threads chains of ``?:`` on related conditions (a class index
     compared with 0, 1, 2 ...; a value's sign) into branches, and a loop
     with branches does not vectorize."""
-    return f"isk_select_{SHORT[dtype]}((uint8_t)({cond}), {x}, {y})"
+    return _blend(SHORT[dtype], cond, x, y)
 
 
 def _sign(t: Ctx, x):
@@ -420,27 +421,43 @@ def _select_helper(s: str, t: str, u: str) -> str:
             f"    return x.f;\n}}\n")
 
 
+def _blend(s: str, cond: str, a: str, b: str) -> str:
+    """``cond ? a : b`` inside a prelude helper, as the bit-mask select.
+
+    A ``?:`` is a branch until GCC if-converts it, and passes before that
+    may move arithmetic into its arms (``x * (c ? k : 1)`` becomes
+    ``c ? x * k : x``). Under -ftrapping-math GCC predicates arithmetic in
+    an arm only with masked vector instructions (AVX-512's ``.COND_MUL``);
+    with AVX2 alone it reports "control flow in loop" and the loop stays
+    scalar. Both operands are computed, then one is chosen by its bits, so
+    the helpers contain no control flow on any target, and the result is
+    the chosen operand exactly (NaN payloads and signed zeros included)."""
+    return f"isk_select_{s}((uint8_t)({cond}), {a}, {b})"
+
+
 def _rounding_helpers(s: str, t: str, cmp=_plain) -> str:
     """floor, ceil and trunc from rint (nearest integer, exact): the nearest
     integer, moved one step when it lies on the wrong side of x; copysign
     gives the result x's sign, as the C functions do (ceil(-0.5) is -0.0).
-    Exact for every float: integers, ±0, ±inf and NaN come back as they are."""
+    Exact for every float: integers, ±0, ±inf and NaN come back as they are
+    (the step is selected away for them: NaN, inf and integers never lie on
+    the wrong side)."""
     f = "f" if t == "float" else ""
     one = f"1.0{f}"
     return f"""\
 ISK_INLINE {t} isk_floor_{s}({t} x)
 {{
     const {t} near = rint{f}(x);
-    return copysign{f}({cmp("near", ">", "x")} ? near - {one} : near, x);
+    return copysign{f}({_blend(s, cmp("near", ">", "x"), f"near - {one}", "near")}, x);
 }}
 ISK_INLINE {t} isk_ceil_{s}({t} x)
 {{
     const {t} near = rint{f}(x);
-    return copysign{f}({cmp("near", "<", "x")} ? near + {one} : near, x);
+    return copysign{f}({_blend(s, cmp("near", "<", "x"), f"near + {one}", "near")}, x);
 }}
 ISK_INLINE {t} isk_trunc_{s}({t} x)
 {{
-    return {cmp("x", "<", "0")} ? isk_ceil_{s}(x) : isk_floor_{s}(x);
+    return {_blend(s, cmp("x", "<", "0"), f"isk_ceil_{s}(x)", f"isk_floor_{s}(x)")};
 }}
 """
 
@@ -457,40 +474,44 @@ def _ldexp_helper(s: str, t: str, u: str, top: int, low: int, step: int, bits: i
     and only the last product can round, so the result is the one correctly
     rounded x·2^n (also in the subnormal range).
 
-    Written so that loops over it vectorize: no control flow and no
-    float-to-integer conversion (GCC turns a conversion of a clamped value
-    into branches, and will not vectorize truncf under -ftrapping-math).
-    The exponent stays an exact small integer in floating point: trunc is
-    rint corrected towards zero, each step multiplies by a constant
-    selected on n (2^top or 1), and 2^m is built by adding m to a magic
-    constant whose low bits then hold m + bias."""
+    Written so that loops over it vectorize: no control flow (every choice
+    is a bit-mask select, ``_blend``) and no float-to-integer conversion
+    (GCC turns a conversion of a clamped value into branches, will not
+    vectorize truncf under -ftrapping-math, and AVX2 has no double-to-int64
+    conversion). The exponent stays an exact small integer in floating
+    point: trunc is rint corrected towards zero, each step multiplies by a
+    constant selected on n (2^top or 1), and 2^m is built by adding m to a
+    magic constant whose low bits then hold m + bias."""
     f = "f" if t == "float" else ""
     nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
     one, zero = f"1.0{f}", f"0.0{f}"
+
+    def pick(cond, a, b):
+        return _blend(s, cond, a, b)
     return f"""\
 ISK_INLINE {t} isk_ldexp_{s}({t} x, {t} nf)
 {{  /* n = trunc(clamp(nf, -4096, 4096)); NaN n gives NumPy's NaN */
-    const {t} z = nf == nf ? nf : {zero};
-    const {t} lo = z < -4096.0{f} ? -4096.0{f} : z;
-    const {t} c = z > 4096.0{f} ? 4096.0{f} : lo;
+    const {t} z = {pick("nf == nf", "nf", zero)};
+    const {t} lo = {pick(f"z < -4096.0{f}", f"-4096.0{f}", "z")};
+    const {t} c = {pick(f"z > 4096.0{f}", f"4096.0{f}", "lo")};
     const {t} near = rint{f}(c);
-    const {t} n = fabs{f}(near) > fabs{f}(c) ? near - copysign{f}({one}, c) : near;
-    const {t} y = x * (n > {top}.0{f} ? 0x1p{top}{f} : {one})
-                  * (n > {2 * top}.0{f} ? 0x1p{top}{f} : {one})
-                  * (n < {low}.0{f} ? 0x1p-{step}{f} : {one})
-                  * (n < {low - step}.0{f} ? 0x1p-{step}{f} : {one});
-    const {t} m0 = n - (n > {top}.0{f} ? {top}.0{f} : {zero})
-                   - (n > {2 * top}.0{f} ? {top}.0{f} : {zero})
-                   + (n < {low}.0{f} ? {step}.0{f} : {zero})
-                   + (n < {low - step}.0{f} ? {step}.0{f} : {zero});
-    const {t} m1 = m0 > {top}.0{f} ? {top}.0{f} : m0;
-    const {t} m = m1 < {low}.0{f} ? {low}.0{f} : m1;
+    const {t} n = {pick(f"fabs{f}(near) > fabs{f}(c)", f"near - copysign{f}({one}, c)", "near")};
+    const {t} y = x * {pick(f"n > {top}.0{f}", f"0x1p{top}{f}", one)}
+                  * {pick(f"n > {2 * top}.0{f}", f"0x1p{top}{f}", one)}
+                  * {pick(f"n < {low}.0{f}", f"0x1p-{step}{f}", one)}
+                  * {pick(f"n < {low - step}.0{f}", f"0x1p-{step}{f}", one)};
+    const {t} m0 = n - {pick(f"n > {top}.0{f}", f"{top}.0{f}", zero)}
+                   - {pick(f"n > {2 * top}.0{f}", f"{top}.0{f}", zero)}
+                   + {pick(f"n < {low}.0{f}", f"{step}.0{f}", zero)}
+                   + {pick(f"n < {low - step}.0{f}", f"{step}.0{f}", zero)};
+    const {t} m1 = {pick(f"m0 > {top}.0{f}", f"{top}.0{f}", "m0")};
+    const {t} m = {pick(f"m1 < {low}.0{f}", f"{low}.0{f}", "m1")};
     union {{ {u} u; {t} f; }} scale, nan;
     scale.f = m + ({top}.0{f} + 0x1p{bits}{f});
     scale.u = (scale.u - {magic}) << {bits};
     nan.u = {nan};
     const {t} r = y * scale.f;
-    return nf != nf ? nan.f : r;
+    return {pick("nf != nf", "nan.f", "r")};
 }}
 """
 
@@ -498,7 +519,8 @@ ISK_INLINE {t} isk_ldexp_{s}({t} x, {t} nf)
 def _logb_helper(s: str, t: str, u: str, bits: int, bias: int, lift: int, magic: str) -> str:
     """EVAL's logb: the unbiased exponent read from the bits (a subnormal is
     first scaled by 2^lift, exactly), converted to a float exactly by the
-    2^mantissa-bits trick; -inf at ±0, +inf at ±inf, x itself at NaN."""
+    2^mantissa-bits trick; -inf at ±0, +inf at ±inf, x itself at NaN. Both
+    readings are computed and one is selected (``_blend``), so no branch."""
     f = "f" if t == "float" else ""
     inf = "0x7f800000u" if t == "float" else "0x7ff0000000000000ull"
     return f"""\
@@ -509,53 +531,58 @@ ISK_INLINE {t} isk_logb_{s}({t} x)
     a.u &= ~(({u})1 << {bits + (11 if t == "double" else 8)});
     b.f = a.f * 0x1p{lift}{f};
     e.u = ({u}){magic} | (a.u >> {bits});
-    {t} normal = (e.f - 0x1p{bits}{f}) - {bias}.0{f};
+    const {t} normal = (e.f - 0x1p{bits}{f}) - {bias}.0{f};
     e.u = ({u}){magic} | (b.u >> {bits});
-    {t} tiny = (e.f - 0x1p{bits}{f}) - {bias + lift}.0{f};
+    const {t} tiny = (e.f - 0x1p{bits}{f}) - {bias + lift}.0{f};
     inf.u = {inf};
-    {t} r = a.u < (({u})1 << {bits}) ? tiny : normal;
-    r = a.f == 0 ? -inf.f : r;
-    r = a.f == inf.f ? inf.f : r;
-    return x != x ? x : r;
+    {t} r = {_blend(s, f"a.u < (({u})1 << {bits})", "tiny", "normal")};
+    r = {_blend(s, "a.f == 0", "-inf.f", "r")};
+    r = {_blend(s, "a.f == inf.f", "inf.f", "r")};
+    return {_blend(s, "x != x", "x", "r")};
 }}
 """
 
 
 def _lookup_helper(s: str, t: str, u: str, bits: int, magic: str, cmp=_plain) -> str:
     """EVAL's table_lookup, operation for operation, with the same care for
-    vectorization as ldexp: floor is rint corrected downwards, the indices
-    come out of the bits of a magic sum, not from a conversion. The layer
-    index floor(clamp(layer, 0, L-1)) equals clip(trunc(layer), 0, L-1)."""
+    vectorization as ldexp: every choice a bit-mask select, floor is rint
+    corrected downwards, the indices come out of the bits of a magic sum,
+    not from a conversion. The layer index floor(clamp(layer, 0, L-1))
+    equals clip(trunc(layer), 0, L-1)."""
     f = "f" if t == "float" else ""
     nan = "0x7fc00000u" if t == "float" else "0x7ff8000000000000ull"
     index = "int32_t" if t == "float" else "int64_t"  # one vector width with the floats
+    zero = f"({t})0"
+
+    def pick(cond, a, b):
+        return _blend(s, cond, a, b)
     return f"""\
 ISK_INLINE {t} isk_lookup_{s}(const {t} *table, int32_t layers, int32_t nodes, {t} x0,
                              {t} step, {t} x, {t} layer)
 {{  /* u = clamp((x - x0) / step, 0, n-1) as numpy.maximum/minimum (NaN stays) */
     const {t} top = ({t})(nodes - 1), last = ({t})(nodes - 2), deepest = ({t})(layers - 1);
     const {t} q = (x - x0) / step;
-    const {t} low = ({cmp("q", ">", "0")} || q != q) ? q : ({t})0;
-    const {t} u = ({cmp("low", "<", "top")} || low != low) ? low : top;
+    const {t} low = {pick(f"({cmp('q', '>', '0')}) | (q != q)", "q", zero)};
+    const {t} u = {pick(f"({cmp('low', '<', 'top')}) | (low != low)", "low", "top")};
     const {t} probe = u + layer;  /* NaN iff either is: u is finite or NaN here */
-    const {index} bad = probe != probe;
-    const {t} us = bad ? ({t})0 : u;
+    const uint8_t bad = probe != probe;
+    const {t} us = {pick("bad", zero, "u")};
     const {t} near = rint{f}(us);
-    const {t} fl = near > us ? near - ({t})1 : near;
-    const {t} i = fl < last ? fl : last;
+    const {t} fl = {pick("near > us", f"near - ({t})1", "near")};
+    const {t} i = {pick("fl < last", "fl", "last")};
     const {t} w = u - i;
-    const {t} l0 = bad ? ({t})0 : layer;
-    const {t} l1 = l0 > 0 ? l0 : ({t})0;
-    const {t} l2 = l1 < deepest ? l1 : deepest;
+    const {t} l0 = {pick("bad", zero, "layer")};
+    const {t} l1 = {pick("l0 > 0", "l0", zero)};
+    const {t} l2 = {pick("l1 < deepest", "l1", "deepest")};
     const {t} lnear = rint{f}(l2);
-    const {t} l = lnear > l2 ? lnear - ({t})1 : lnear;
+    const {t} l = {pick("lnear > l2", f"lnear - ({t})1", "lnear")};
     union {{ {u} u; {t} f; }} at_i, at_l, nan;
     at_i.f = i + 0x1p{bits}{f};
     at_l.f = l + 0x1p{bits}{f};
     const {index} at = ({index})(at_l.u - {magic}) * nodes + ({index})(at_i.u - {magic});
     const {t} r = (({t})1 - w) * table[at] + w * table[at + 1];
     nan.u = {nan};
-    return bad ? nan.f : r;
+    return {pick("bad", "nan.f", "r")};
 }}
 """
 
@@ -643,11 +670,6 @@ HOST_HELPERS = {
 to NumPy's error state (``host.py``): the same functions, with the quiet
 comparisons (``isk_lt_f64`` ...) and the flags NumPy's loops raise (integer
 division by zero, ``MIN // -1``, float-to-integer casts out of range)."""
-
-HOST_REQUIRES = {name: (f"isk_lt_{name[-3:]}",) for name in
-                 ("isk_floor_f32", "isk_floor_f64", "isk_floordiv_f32", "isk_floordiv_f64",
-                  "isk_lookup_f32", "isk_lookup_f64")}
-"""Host helpers that call the quiet comparisons, which come first."""
 
 
 def helper_for(name: str) -> str:

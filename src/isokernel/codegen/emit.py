@@ -39,8 +39,6 @@ from .c_expr import (
     CTYPE,
     HELPERS,
     HOST_HELPERS,
-    HOST_REQUIRES,
-    QUIET,
     REDUCE_IDENTITY,
     SHORT,
     Ctx,
@@ -294,12 +292,19 @@ def _called(text: str, table: dict) -> tuple[str, ...]:
 
 
 def prelude(helpers, host: bool = False) -> str:
-    """The definitions of the named helpers, each once; ``host``: from
-    ``HOST_HELPERS``, the quiet comparisons they call first."""
-    names = set(helpers)
-    if not host:
-        return "".join(HELPERS[n] for n in sorted(names)) + ("\n" if names else "")
-    names |= {d for n in names for d in HOST_REQUIRES.get(n, ())}
-    first = {f"isk_{QUIET['<']}_{s}" for s in ("f32", "f64")}
-    ordered = sorted(names, key=lambda n: (n not in first, n))
-    return "".join(HOST_HELPERS[n] for n in ordered) + ("\n" if names else "")
+    """The definitions of the named helpers and of the helpers they call
+    (ldexp calls select; host helpers call the quiet comparisons), each once
+    and each after its callees; ``host``: from ``HOST_HELPERS``."""
+    table = HOST_HELPERS if host else HELPERS
+    order: dict[str, None] = {}
+    for name in sorted(set(helpers)):
+        _add_helper(name, order, table)
+    return "".join(table[n] for n in order) + ("\n" if order else "")
+
+
+def _add_helper(name: str, order: dict, table: dict) -> None:
+    if name in order:
+        return
+    for callee in set(_called(table[name], table)) - {name}:
+        _add_helper(callee, order, table)
+    order[name] = None

@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 import isokernel as ik
+from isokernel.backends.cpu.pool import run_tasks, split
 from isokernel.backends.parity import bit_identical, max_ulp
-from isokernel.backends.threads import run_tasks, split
 from isokernel.models.tau_omega import OMEGA, THETA_DEG, B, H, synthetic_inputs, tau_omega
 
 COS = math.cos(math.radians(THETA_DEG))
@@ -301,7 +301,7 @@ def main(argv=None) -> dict:
     notes: list[str] = []
     speeds = {}
     print(f"cpus: {os.cpu_count()} online; isokernel workers default "
-          f"{ik.backends.threads.resolve_workers(None)}")
+          f"{ik.backends.cpu.pool.resolve_workers(None)}")
     for pixels in (int(p) for p in args.pixels):
         for name in args.dtypes:
             dtype = np.dtype(name).type

@@ -242,7 +242,7 @@ def release_memory(cp) -> None:
     import gc
     gc.collect()
     with contextlib.suppress(Exception):
-        from isokernel.backends.cuda_runtime import device_allocators
+        from isokernel.backends.cuda.runtime import device_allocators
         for cache in device_allocators():
             cache.clear()
     cp.get_default_memory_pool().free_all_blocks()

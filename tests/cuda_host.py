@@ -1,6 +1,6 @@
 """A CUDA runtime emulated on the host, so the GPU executables run in CI.
 
-It implements the runtime interface of ``isokernel.backends.cuda_runtime``
+It implements the runtime interface of ``isokernel.backends.cuda.runtime``
 with NumPy arrays: buffers come from the same ``ReuseCache`` (leases over
 uint8 blocks, released when the last view dies); region kernels run the
 very C body of the CUDA source, compiled by the host C compiler through the
@@ -21,8 +21,8 @@ import types
 import numpy as np
 
 from isokernel import codegen
-from isokernel.backends.cuda_memory import ReuseCache
-from isokernel.backends.cuda_runtime import launch_shape
+from isokernel.backends.cuda.memory import ReuseCache
+from isokernel.backends.cuda.runtime import launch_shape
 from isokernel.codegen import reduce as R
 from isokernel.ir import EVAL
 

@@ -1,8 +1,8 @@
 """Every op has a rule in every table that must cover it."""
 
 from isokernel.backends.capsules import lookup
-from isokernel.backends.cuda_eager import CUPY
-from isokernel.backends.threads import INTO
+from isokernel.backends.cpu.threads import INTO
+from isokernel.backends.cuda.executor import CUPY
 from isokernel.codegen import C_EXPR
 from isokernel.deploy import COST
 from isokernel.ir import EVAL, SHAPE, Op

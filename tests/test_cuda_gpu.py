@@ -30,7 +30,7 @@ from hypothesis import given, settings
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.backends import get_strategy
-from isokernel.backends.cuda_eager import ULP_BOUND
+from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
 from isokernel.ir import Op
 from isokernel.ir.ops import TRANSCENDENTAL
@@ -156,7 +156,7 @@ def test_device_arrays_stay_on_the_device_and_host_arrays_come_back():
 CAP_PROBE = textwrap.dedent("""
     import json, warnings
     import numpy as np, cupy, isokernel as ik
-    from isokernel.backends.cuda_runtime import allocator_stats
+    from isokernel.backends.cuda.runtime import allocator_stats
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         f = ik.jit(lambda a, b: (a * b + 1.0) / b, strategy="cuda-eager")
@@ -191,7 +191,7 @@ def test_the_cache_cap_in_a_fresh_process(value, cap, warns):
 
 
 def test_kernels_come_from_the_disk_cache(tmp_path, monkeypatch):
-    from isokernel.backends.cuda_runtime import runtime
+    from isokernel.backends.cuda.runtime import runtime
     from isokernel.codegen import cuda, nvrtc
     monkeypatch.setenv("ISOKERNEL_CUDA_CACHE_DIR", str(tmp_path))
     rt = runtime()
@@ -202,7 +202,7 @@ def test_kernels_come_from_the_disk_cache(tmp_path, monkeypatch):
 
 
 def test_a_block_size_beyond_the_kernels_limit_is_refused():
-    from isokernel.backends.cuda_runtime import LaunchError
+    from isokernel.backends.cuda.runtime import LaunchError
     x = np.ones(1000, np.float64)
     with pytest.raises(LaunchError, match="compiled limit is"):
         ik.jit(lambda v: v * 2.0, strategy="cuda-megakernel", block_size=4096)(x)
@@ -223,7 +223,7 @@ def test_contraction_on_is_recorded():
 def test_allocator_telemetry_follows_live_buffers():
     import cupy
 
-    from isokernel.backends.cuda_runtime import allocator_stats
+    from isokernel.backends.cuda.runtime import allocator_stats
     f = ik.jit(lambda a: a * 2.0 + 1.0, strategy="cuda-eager")
     x = cupy.ones(1_000_000, dtype=cupy.float64)
     before = allocator_stats().live_bytes

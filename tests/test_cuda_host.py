@@ -15,9 +15,11 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
 from isokernel.backends import get_strategy, plan
-from isokernel.backends.cuda_eager import CUPY, ULP_BOUND, CudaEagerExecutable
-from isokernel.backends.cuda_megakernel import CudaMegakernelExecutable
-from isokernel.backends.cuda_runtime import LaunchError, architecture, launch_shape
+from isokernel.backends.cuda.eager import CudaEagerExecutable
+from isokernel.backends.cuda.executor import CUPY
+from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
+from isokernel.backends.cuda.runtime import LaunchError, architecture, launch_shape
+from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
 from isokernel.ir import Op
 from isokernel.ir.ops import LEAF, TRANSCENDENTAL, TRANSFORM_ONLY

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from isokernel.backends import cuda_memory as M
+from isokernel.backends.cuda import memory as M
 
 
 class FakeDevice:

@@ -15,9 +15,9 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
 from isokernel.backends import get_strategy, plan
-from isokernel.backends.cuda_eager import CudaEagerExecutable
-from isokernel.backends.cuda_fused import CudaFusedExecutable
-from isokernel.backends.cuda_megakernel import CudaMegakernelExecutable
+from isokernel.backends.cuda.eager import CudaEagerExecutable
+from isokernel.backends.cuda.fused import CudaFusedExecutable
+from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan
 from isokernel.backends.reductions import REDUCTION_BLOCK
 from isokernel.codegen import cuda

@@ -14,11 +14,9 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import deploy
-from isokernel.backends import STRATEGY_NAMES, static_liveness
-from isokernel.backends.platform import Figure
-from isokernel.backends.threads import default_tile_rows
+from isokernel.backends import MemoryModel, all_strategies, static_liveness
+from isokernel.backends.cpu.threads import default_tile_rows
 from isokernel.deploy import (
-    STRATEGY_MODELS,
     HostBudget,
     MemoryShape,
     block_concurrency,
@@ -31,6 +29,7 @@ from isokernel.deploy import (
     shard_tasks,
 )
 from isokernel.deploy.cost import eager_bytes, fused_bytes
+from isokernel.deploy.platform import Figure
 
 P = 1000
 X = np.linspace(0.1, 1.0, P)
@@ -109,9 +108,9 @@ def test_fused_and_tiled_shapes():
 
 
 def test_every_strategy_has_one_model():
-    assert set(STRATEGY_MODELS) == set(STRATEGY_NAMES)
+    assert all(isinstance(s.memory, MemoryModel) for s in all_strategies())
     graph = graph_of(_chain, X)
-    for name in STRATEGY_NAMES:
+    for name in [s.name for s in all_strategies()]:
         assert memory_shape(graph, name).bytes() > 0
 
 

@@ -14,8 +14,8 @@ import isokernel.numpy as inp
 from isokernel import deploy
 from isokernel.backends import hooks
 from isokernel.backends.blocks import BlockError, pixel_rows, resize_rows
-from isokernel.backends.platform import Figure
 from isokernel.deploy import HostBudget
+from isokernel.deploy.platform import Figure
 from isokernel.ir import verify
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
 

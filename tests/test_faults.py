@@ -32,14 +32,15 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import __version__, codegen
-from isokernel.backends import get_strategy, loops, native, strategies, threads
+from isokernel.backends import get_strategy, strategies
+from isokernel.backends.cpu import loops, native, pool, threads
 from isokernel.backends.parity import bit_identical
-from isokernel.backends.platform import memory_budget
 from isokernel.cli import main
 from isokernel.codegen import cache, cuda, nvrtc
 from isokernel.codegen import compiler as cc
 from isokernel.codegen import driver as drv
 from isokernel.deploy import BudgetError
+from isokernel.deploy.platform import memory_budget
 from isokernel.ir import BackendUnavailableError, Op
 from isokernel.models import run as run_module
 from isokernel.models.run import run, scene_dataset, write_scene
@@ -554,7 +555,7 @@ def test_ctrl_c_at_a_random_moment_stops_the_call_and_the_next_call_is_exact(str
 
 SECOND_INTERRUPT = r'''
 import signal, threading, time
-from isokernel.backends import threads
+from isokernel.backends.cpu import pool
 
 main = threading.main_thread().ident
 started, finished = [], []
@@ -575,7 +576,7 @@ def fire():
 threading.Thread(target=fire).start()
 begin = time.perf_counter()
 try:
-    threads.run_tasks(work, 8, 2)
+    pool.run_tasks(work, 8, 2)
     print("returned")
 except KeyboardInterrupt:
     print(f"interrupted {time.perf_counter() - begin:.3f} {len(started)} {len(finished)}")
@@ -611,7 +612,7 @@ def test_a_failing_task_stops_the_others_and_every_started_task_ends_first():
                 running.wait(5)
                 raise ValueError("tile 0 failed")
             running.set()
-            stop = threads.stop_flag()
+            stop = pool.stop_flag()
             deadline = time.perf_counter() + 10
             while not stop and time.perf_counter() < deadline:
                 time.sleep(0.001)
@@ -619,7 +620,7 @@ def test_a_failing_task_stops_the_others_and_every_started_task_ends_first():
             finished.append(k)
     begin = time.perf_counter()
     with pytest.raises(ValueError, match="tile 0 failed"):
-        threads.run_tasks(work, 16, 2)
+        pool.run_tasks(work, 16, 2)
     assert time.perf_counter() - begin < 2
     assert sorted(finished) == sorted(started)
     assert len(started) == 2
@@ -706,9 +707,9 @@ def test_tile_lengths_are_few_and_the_tiles_cover_each_slice():
     """The distinct tile lengths (one program each) do not depend on the
     pixel count, and the derived tiles cover every slice exactly."""
     for pixels in (1000, 10**6, 2**44):
-        chunks = threads.split(pixels, 8)
+        chunks = pool.split(pixels, 8)
         assert len(threads.loops.tile_lengths(chunks, 4096)) <= 4
-    chunks = threads.split(100_003, 8)
+    chunks = pool.split(100_003, 8)
     for begin, end in chunks:
         tiles = list(threads.loops.tiles(begin, end, 997))
         assert tiles[0][0] == begin and tiles[-1][1] == end

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
-from isokernel.backends import get_strategy, native
+from isokernel.backends import get_strategy
+from isokernel.backends.cpu import native
 from isokernel.backends.parity import bit_identical, max_ulp
 from isokernel.ir import Op
 

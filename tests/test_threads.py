@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import isokernel as ik
 import isokernel.numpy as inp
-from isokernel.backends import loops, threads
+from isokernel.backends.cpu import loops, threads
 from isokernel.backends.parity import bit_identical
-from isokernel.backends.platform import cpu_budget
 from isokernel.codegen.pixel import partition
+from isokernel.deploy.platform import cpu_budget
 from isokernel.ir import EVAL, Op, dtypes
 from isokernel.ir.ops import COMPARE, LAYOUT, TRANSFORM_ONLY
 
@@ -242,11 +242,11 @@ def test_every_strategy_meets_its_contract_on_tau_omega(strategy, dtype):
 
 def _tau_omega_ulp(name: str) -> int:
     """The one exp's bound, plus 3 for the roundings it passes through."""
-    from isokernel.backends import cuda_eager
+    from isokernel.backends.numerics import CUDA_ULP_BOUND
     from isokernel.ir import Op
     if name == "native":
         return 8
-    return cuda_eager.ULP_BOUND[Op.EXP] + 3 if name.startswith("cuda") else 0
+    return CUDA_ULP_BOUND[Op.EXP] + 3 if name.startswith("cuda") else 0
 
 
 # --- the GIL-free path: NumPy's own strided loops called from C ---------------------------

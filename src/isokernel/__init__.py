@@ -3,15 +3,20 @@ arrays, and run it as a NumPy oracle, on every CPU core, as compiled native
 code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
-from . import deploy  # installs the block planner, report lines and probe into jit
+from . import deploy  # installs the block planner, report lines, probe and CPU budget into jit
 from .backends import (
-    STRATEGY_NAMES,
     Capsule,
+    Executable,
+    ExecutableBase,
+    MemoryModel,
     NumericalPolicy,
     Profile,
     RetraceWarning,
+    StrategySpec,
     jit,
     plan,
+    register_strategy,
+    unregister_strategy,
 )
 from .ir import (
     BackendUnavailableError,
@@ -48,11 +53,12 @@ from .transforms import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "STRATEGY_NAMES", "BackendUnavailableError", "Capsule", "DTypeError",
-    "DifferentiationError", "Graph", "GraphError", "IsokernelError", "NumericalPolicy",
-    "PlanningError", "Profile", "RetraceWarning", "ShapeDtype", "ShapeError", "TracerError",
-    "custom_jvp", "custom_vjp", "deploy", "grad", "hessian", "hvp", "jacfwd", "jacobian",
-    "jacrev", "jit", "jvp", "linearize", "numerics", "plan", "register_pytree_node", "replay",
-    "stop_gradient", "trace", "tree_flatten", "tree_map", "tree_unflatten", "value_and_grad",
+    "BackendUnavailableError", "Capsule", "DTypeError", "DifferentiationError", "Executable",
+    "ExecutableBase", "Graph", "GraphError", "IsokernelError", "MemoryModel",
+    "NumericalPolicy", "PlanningError", "Profile", "RetraceWarning", "ShapeDtype", "ShapeError",
+    "StrategySpec", "TracerError", "custom_jvp", "custom_vjp", "deploy", "grad", "hessian",
+    "hvp", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linearize", "numerics", "plan",
+    "register_pytree_node", "register_strategy", "replay", "stop_gradient", "trace",
+    "tree_flatten", "tree_map", "tree_unflatten", "unregister_strategy", "value_and_grad",
     "verify", "vjp", "vmap",
 ]

@@ -1,4 +1,4 @@
-"""Five representative graphs whose generated C is kept as golden files.
+"""Six representative graphs whose generated C is kept as golden files.
 Their line numbers appear in the C provenance comments: edit with care."""
 
 import isokernel.numpy as inp
@@ -31,3 +31,14 @@ def layout(cube):
     """Row layout ops: transpose, flip and slice rename elements; no code."""
     flipped = inp.flip(inp.transpose(cube, (0, 2, 1)), 2)
     return inp.concatenate([flipped[:, :, :1], flipped * float("inf")], axis=2)
+
+
+def spectra(bands, gains):
+    """Rows of 100 elements, beyond the unrolling cap: loops over the row, a
+    weight vector read whole, a flip as an affine index, a transpose as an
+    index table, a concatenation filled by one loop per operand, a short
+    slice read from a loop's array."""
+    lit = bands * gains + 0.5
+    shifted = inp.concatenate([lit[:, :40], bands[:, 40:]], axis=1)
+    turned = inp.transpose(inp.reshape(lit, (-1, 10, 10)), (0, 2, 1))
+    return inp.sqrt(lit) - inp.flip(lit, 1), shifted, lit[:, :2], turned

@@ -1,17 +1,30 @@
-"""Execution: capsules, profiles and planning, the strategies, and ``jit``."""
+"""Execution: the strategy interface (``StrategySpec``, ``Executable``) and
+its registry, capsules, profiles and planning, and ``jit``. The core modules
+here import no strategy; ``cpu/`` and ``cuda/`` hold the built-in strategies,
+which register their specs when this package is imported."""
 
-from . import registry as _registry  # noqa: F401  (registers the strategies)
+from . import cpu, cuda  # noqa: F401  (registers the built-in strategies)
 from .capsules import Capsule, NumericalPolicy, register, registered
 from .devices import Device, parse_device, unavailable_reason
+from .executable import Executable, ExecutableBase
 from .jit import Compiled, Jitted, Lowered, RetraceWarning, jit
 from .liveness import Liveness, static_liveness
-from .planning import Plan, Profile, plan
+from .planning import NodePlan, Plan, Profile, plan
 from .report import Report
-from .strategies import STRATEGY_NAMES, Strategy, all_strategies, choose, get_strategy
+from .strategies import (
+    MemoryModel,
+    StrategySpec,
+    all_strategies,
+    choose,
+    get_strategy,
+    register_strategy,
+    unregister_strategy,
+)
 
 __all__ = [
-    "STRATEGY_NAMES", "Capsule", "Compiled", "Device", "Jitted", "Liveness", "Lowered",
-    "NumericalPolicy", "Plan", "Profile", "Report", "RetraceWarning", "Strategy",
-    "all_strategies", "choose", "get_strategy", "jit", "parse_device", "plan", "register",
-    "registered", "static_liveness", "unavailable_reason",
+    "Capsule", "Compiled", "Device", "Executable", "ExecutableBase", "Jitted", "Liveness",
+    "Lowered", "MemoryModel", "NodePlan", "NumericalPolicy", "Plan", "Profile", "Report",
+    "RetraceWarning", "StrategySpec", "all_strategies", "choose", "get_strategy", "jit",
+    "parse_device", "plan", "register", "register_strategy", "registered", "static_liveness",
+    "unavailable_reason", "unregister_strategy",
 ]

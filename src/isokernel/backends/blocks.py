@@ -1,7 +1,8 @@
 """Running a compiled function block by block along the pixel axis.
 
 The *pixel axis* is axis 0 of the inputs whose leading dimension is the
-largest one (the pixel count P). A graph is *row-independent* when row i of
+largest one (the pixel count P, ``codegen.pixel.pixel_count``; a graph whose
+P is 0 has no pixel axis and runs whole). A graph is *row-independent* when row i of
 every value with a pixel axis depends only on row i of the pixel inputs:
 every op on such a value is pointwise along axis 0 or keeps axis 0 in place
 (broadcasts, reshapes, transposes, slices, pads, reverses and reductions
@@ -21,10 +22,13 @@ produces the same bits.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from ..codegen.pixel import ROWS, WHOLE, row_modes
+from ..codegen.pixel import ROWS, WHOLE, pixel_count, row_modes
 from ..ir import SHAPE, Attrs, Aval, Body, Graph, IsokernelError, Node, Op
+from .executable import Executable
 from .planning import plan
 
 
@@ -33,13 +37,6 @@ class BlockError(IsokernelError, ValueError):
 
 
 _FIX = "call the function without block=, or move the step out of the blocked function"
-
-
-def pixel_count(graph: Graph) -> int | None:
-    """P: the largest leading dimension of the inputs (None: no input has an
-    axis)."""
-    leading = [x.aval.shape[0] for x in graph.inputs if x.aval.ndim >= 1]
-    return max(leading) if leading else None
 
 
 def _refuse(node: Node, problem: str, fix: str = _FIX) -> BlockError:
@@ -187,7 +184,7 @@ class BlockRunner:
         self.rows = pixel_rows(self.graph, self.pixels) if self.pixels else {}
         self._executables = {self.pixels: compiled.executable}
 
-    def executable(self, n: int):
+    def executable(self, n: int) -> Executable:
         """The strategy's executable for ``n`` pixel rows."""
         if n not in self._executables:
             graph = resize_rows(self.graph, self.rows, n)
@@ -196,16 +193,16 @@ class BlockRunner:
             self._executables[n] = strategy.build(accepted, self.compiled.lowered.options)
         return self._executables[n]
 
-    def __call__(self, *arrays):
-        if self.pixels is None or self.pixels <= self.block:
-            return self.compiled.executable(*arrays)
+    def call_flat(self, arrays: Sequence) -> tuple:
+        if not self.pixels or self.pixels <= self.block:
+            return self.compiled.executable.call_flat(arrays)
         graph = self.graph
         pixel_in = [self.rows[x] for x in graph.inputs]
         outs = [None] * len(graph.outputs)
         for start in range(0, self.pixels, self.block):
             stop = min(self.pixels, start + self.block)
             args = [a[start:stop] if p else a for a, p in zip(arrays, pixel_in)]
-            for k, value in enumerate(self.executable(stop - start)(*args)):
+            for k, value in enumerate(self.executable(stop - start).call_flat(args)):
                 node = graph.outputs[k]
                 if outs[k] is None:
                     outs[k] = _empty_like(value, node.aval.shape) if self.rows[node] else value
@@ -217,6 +214,6 @@ class BlockRunner:
 def _empty_like(value, shape):
     """An uninitialised array for the whole call, on the block result's device
     (NumPy for host strategies, the array's own namespace otherwise)."""
-    namespace = getattr(value, "__array_namespace__", None)
-    xp = namespace() if namespace is not None else np
-    return xp.empty(shape, dtype=value.dtype)
+    if isinstance(value, np.ndarray):
+        return np.empty(shape, dtype=value.dtype)
+    return value.__array_namespace__().empty(shape, dtype=value.dtype)

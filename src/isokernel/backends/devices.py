@@ -69,13 +69,22 @@ NO_DEVICE, INSUFFICIENT_DRIVER = 100, 35  # cudaErrorNoDevice, cudaErrorInsuffic
 def _driver_reason(err: Exception) -> str:
     """The CUDA runtime's error on asking for the device count, in words:
     no GPU behind a working driver, or no (recent enough) driver."""
-    status, text = getattr(err, "status", None), str(err)
+    status, text = _status(err), str(err)
     if status == NO_DEVICE or "cudaErrorNoDevice" in text:
         return f"CUDA driver present but no visible GPU{_visible_devices()} ({text})"
     if status == INSUFFICIENT_DRIVER or "cudaErrorInsufficientDriver" in text:
         return (f"no CUDA driver, or one older than CuPy's CUDA runtime needs ({text}); "
                 f"install the NVIDIA driver, or a CuPy wheel for the driver's CUDA version")
     return f"no usable CUDA driver: {text}"
+
+
+def _status(err: Exception) -> int | None:
+    """The CUDA runtime's status code of CuPy's ``CUDARuntimeError``; None
+    for an error that carries none."""
+    try:
+        return err.status
+    except AttributeError:
+        return None
 
 
 def _visible_devices() -> str:
@@ -117,6 +126,14 @@ def device_of(leaves) -> Device:
     ``__cuda_array_interface__``)."""
     for x in leaves:
         if hasattr(x, "__cuda_array_interface__"):
-            index = getattr(getattr(x, "device", None), "id", None)
-            return Device("cuda", None if index is None else int(index))
+            return Device("cuda", _cuda_index(x))
     return Device("cpu")
+
+
+def _cuda_index(x) -> int | None:
+    """The GPU a CUDA array lives on (CuPy's ``x.device.id``); None, the
+    default GPU, for an array of a library that does not say."""
+    try:
+        return int(x.device.id)
+    except AttributeError:
+        return None

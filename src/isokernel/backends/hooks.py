@@ -12,13 +12,20 @@ installed:
 - an *admission check* ``fn(compiled) -> check | None`` gives, for a compiled
   function whose calls run whole, a check each call runs before any work
   (raising when the call cannot fit the memory budget), or None when its calls
-  are too small to need one.
+  are too small to need one;
+- a *CPU budget* ``fn() -> CpuCount`` gives the CPUs this process may use and
+  the source of the figure (``deploy.platform.cpu_budget``: the scheduler
+  affinity intersected with the cgroup quota); the CPU strategies size their
+  worker pools by it. Without one, ``cpu_budget()`` counts the scheduler
+  affinity alone and says so in its source.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,26 @@ _PLANNER: list[Callable | None] = [None]
 _REPORT_LINES: list[Callable] = []
 _PROBES: list[Callable] = []
 _ADMISSION: list[Callable | None] = [None]
+_CPU_BUDGET: list[Callable | None] = [None]
+
+
+class CpuCount(Protocol):
+    """A CPU count and where it came from (``deploy.platform.Figure`` is one)."""
+
+    value: int
+    source: str
+
+
+@dataclass(frozen=True)
+class AffinityCount:
+    """The fallback CPU count: the scheduler affinity alone."""
+
+    value: int
+    source: str
+
+
+NO_CPU_BUDGET = ("no CPU budget installed (import isokernel.deploy for the cgroup quota; "
+                 "plain `import isokernel` does)")
 
 
 def install_block_planner(fn: Callable | None) -> Callable | None:
@@ -60,6 +87,24 @@ def install_admission(fn: Callable | None) -> Callable | None:
     """Install ``fn`` as the admission check; returns the one it replaces."""
     previous, _ADMISSION[0] = _ADMISSION[0], fn
     return previous
+
+
+def install_cpu_budget(fn: Callable | None) -> Callable | None:
+    """Install ``fn`` as the CPU budget; returns the one it replaces."""
+    previous, _CPU_BUDGET[0] = _CPU_BUDGET[0], fn
+    return previous
+
+
+def cpu_budget() -> CpuCount:
+    """The CPUs this process may use, with the figure's source: the installed
+    budget's, else the scheduler affinity count (the source says which)."""
+    fn = _CPU_BUDGET[0]
+    if fn is not None:
+        return fn()
+    if hasattr(os, "sched_getaffinity"):  # Linux; elsewhere the host's count
+        return AffinityCount(len(os.sched_getaffinity(0)),
+                             f"scheduler affinity (sched_getaffinity); {NO_CPU_BUDGET}")
+    return AffinityCount(os.cpu_count() or 1, f"os.cpu_count(); {NO_CPU_BUDGET}")
 
 
 def admission(compiled) -> Callable[[], None] | None:

@@ -27,11 +27,12 @@ from ..transforms.fusion import report_lines as fused_lines
 from . import reductions
 from .blocks import BlockRunner
 from .devices import Device, device_of, parse_device, require
+from .executable import Executable
 from .hooks import admission, check_block, choose_block, report_lines, run_probes
 from .liveness import shared_outputs
 from .planning import plan
 from .report import Report
-from .strategies import STRATEGY_NAMES, choose, get_strategy, passed_over
+from .strategies import choose, get_strategy, passed_over
 
 RETRACE_WARN_AFTER = 3
 _WEAK = (bool, int, float)
@@ -46,8 +47,9 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
         deterministic_reductions: bool | None = None, **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
-    ``strategy``: one of ``auto``, ``reference``, ``threads``, ``native``,
-    ``cuda-eager``, ``cuda-fused``, ``cuda-megakernel``. ``device``: ``cpu``,
+    ``strategy``: ``auto`` or the name of a registered strategy (``isokernel
+    devices`` lists them; ``auto`` takes the available one of the inputs'
+    device with the highest priority). ``device``: ``cpu``,
     ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
     refused). Inputs, outputs and static arguments may be pytrees. Usable as
     ``@jit`` or ``@jit(strategy=...)``. ``block``: None (run each call
@@ -81,8 +83,8 @@ class Jitted:
         self.block = block
         reductions.resolve(deterministic_reductions)  # checks the value now
         self.deterministic_reductions = deterministic_reductions
-        if strategy != "auto" and strategy not in STRATEGY_NAMES:
-            get_strategy(strategy)  # raises naming the valid strategies
+        if strategy != "auto":
+            get_strategy(strategy)  # raises naming the registered strategies
         self.fun = fun
         self.strategy = strategy
         self.device = require(parse_device(device)) if device is not None else None
@@ -234,10 +236,15 @@ class Lowered:
         refuse_hardware_modes(self.graph, self.strategy.device)
         accepted = plan(self.graph, self.strategy.profile)
         options = self.options
-        if self.strategy.device == "cuda":  # the GPU the request named
+        if "device" in self.strategy.options:  # the device the request named
             options = {**options, "device": self.device.index or 0}
         executable = self.strategy.build(accepted, options)
-        return Compiled(self, accepted, executable, self.jitted.block)
+        if not isinstance(executable, Executable):
+            raise TypeError(f"strategy '{self.strategy.name}': its compiler returned a "
+                            f"{type(executable).__name__}, which is not an isokernel.Executable "
+                            f"(call_flat, measure, source, report_lines, plan, static_liveness, "
+                            f"measured_liveness, forms_run); subclass isokernel.ExecutableBase")
+        return Compiled(self, executable, self.jitted.block)
 
     def as_text(self) -> str:
         return str(self.graph)
@@ -246,11 +253,11 @@ class Lowered:
 class Compiled:
     """An executable for one input signature."""
 
-    def __init__(self, lowered: Lowered, accepted_plan, executable, block=None):
+    def __init__(self, lowered: Lowered, executable: Executable, block=None):
         self.lowered = lowered
         self.graph = lowered.graph
         # a strategy that splits a graph binds capsules per node; its plan is the one that ran
-        self.plan = getattr(executable, "plan", accepted_plan)
+        self.plan = executable.plan
         self.executable = executable
         self._in_dtypes = [x.aval.dtype for x in self.graph.inputs]
         self.block_choice = choose_block(self, block)
@@ -277,7 +284,7 @@ class Compiled:
         arrays = _arrays(leaves, self._in_dtypes)
         if self._admit is not None:
             self._admit()
-        outs = self._run(*arrays)
+        outs = self._run.call_flat(arrays)
         return tree_unflatten(self.lowered.out_tree, _results(outs, arrays, self._shared))
 
     def measure(self, *args, **kwargs):
@@ -285,7 +292,7 @@ class Compiled:
         names, dynamic, _ = self.lowered.jitted._split(args, kwargs)
         leaves, _ = tree_flatten(dynamic)
         arrays = _arrays(leaves, self._in_dtypes)
-        outs = self.executable.measure(*arrays)
+        outs = self.executable.measure(arrays)
         run_probes(self, arrays)
         return tree_unflatten(self.lowered.out_tree, _results(outs, arrays, self._shared))
 
@@ -307,12 +314,12 @@ class Compiled:
             profile=f"{profile.name} (providers {providers}; accepts trust: {trust})",
             nodes=len(self.graph.nodes), inputs=len(self.graph.inputs),
             outputs=len(self.graph.outputs), capsules=self.plan.capsule_counts(),
-            static_liveness=getattr(self.executable, "static_liveness", None),
-            measured_liveness=getattr(self.executable, "measured_liveness", None),
+            static_liveness=self.executable.static_liveness,
+            measured_liveness=self.executable.measured_liveness,
             extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics]),
                    self._reductions_line(),
-                   *fused_lines(self.graph, getattr(self.executable, "forms_run", None)),
-                   *getattr(self.executable, "report_lines", lambda: [])(),
+                   *fused_lines(self.graph, self.executable.forms_run),
+                   *self.executable.report_lines(),
                    *report_lines(self)])
 
     def _reductions_line(self) -> tuple[str, str]:
@@ -441,7 +448,7 @@ def _static_names(sig, static_argnames, static_argnums, fun) -> frozenset[str]:
     names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if (names or nums) and sig is None:
-        raise TypeError(f"jit({getattr(fun, '__name__', fun)}): static arguments need a "
+        raise TypeError(f"jit({_function_name(fun)}): static arguments need a "
                         f"function with an inspectable signature")
     params = list(sig.parameters) if sig is not None else []
     for i in nums:
@@ -451,8 +458,17 @@ def _static_names(sig, static_argnames, static_argnums, fun) -> frozenset[str]:
     unknown = names - set(params)
     if unknown:
         raise ValueError(f"static_argnames {sorted(unknown)} are not parameters of "
-                         f"{getattr(fun, '__name__', fun)}{sig}")
+                         f"{_function_name(fun)}{sig}")
     return frozenset(names)
+
+
+def _function_name(fun) -> str:
+    """The name of a user's callable for a message (a partial or another
+    callable object has none: its repr)."""
+    try:
+        return fun.__name__
+    except AttributeError:
+        return repr(fun)
 
 
 def _check_hashable(fname: str, name: str, value) -> None:

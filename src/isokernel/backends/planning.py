@@ -69,3 +69,15 @@ def _accepted(op: Op, profile: Profile) -> Capsule | None:
         if capsule is not None and capsule.trust in profile.accepted_trust:
             return capsule
     return None
+
+
+@dataclass(frozen=True)
+class NodePlan(Plan):
+    """A plan that binds capsules per node: the same op may run inside a
+    fused region under one strategy's capsule and whole under another's
+    (the reference's, or the eager GPU kernel's). The report counts these."""
+
+    by_node: dict = field(default_factory=dict)
+
+    def capsule_counts(self) -> list[tuple[Capsule, int]]:
+        return list(Counter(self.by_node.values()).items())

@@ -118,14 +118,18 @@ def halving_tree(ufunc, rows: np.ndarray, axis: int = 0, scratch=None) -> np.nda
     return out[(*lead, 0)]
 
 
-_SCRATCH = threading.local()
+class _Scratch(threading.local):
+    buffers: dict | None = None  # per thread: (shape, dtype) -> buffer
+
+
+_SCRATCH = _Scratch()
 
 
 def _scratch(shape: tuple, dtype) -> np.ndarray:
     """A per-thread buffer, reused while the shape and dtype repeat (fresh
     pages fault; a reduction's runs mostly have one size)."""
     key = (shape, np.dtype(dtype))
-    cached = getattr(_SCRATCH, "buffers", None)
+    cached = _SCRATCH.buffers
     if cached is None or (key not in cached and len(cached) >= 4):
         cached = _SCRATCH.buffers = {}
     if key not in cached:

@@ -1,110 +1,211 @@
-"""The execution strategies by name, each with its written contract, and the
-choice ``auto`` makes."""
+"""Strategies: one ``StrategySpec`` each, the registry of them, and the
+choice ``auto`` makes.
+
+A spec is everything isokernel knows about a strategy: its name, device and
+written contract, its priority for ``auto``, its memory model (what
+``deploy`` sizes with), its profile (the capsules it accepts), the options
+it takes and its compiler (plan -> ``Executable``). The built-in strategies
+register their specs when ``isokernel.backends`` is imported (``cpu/`` and
+``cuda/``); a strategy defined elsewhere registers its own with
+``register_strategy`` and is then chosen, reported and listed like them.
+Nothing else keeps a list of strategy names.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir import BackendUnavailableError
-from .devices import Device, unavailable_reason
+from .devices import DEVICE_KINDS, Device, unavailable_reason
+from .executable import Executable
 from .planning import Plan, Profile
 
-STRATEGY_NAMES = ("reference", "threads", "native", "cuda-eager", "cuda-fused",
-                  "cuda-megakernel")
-
-# ``auto`` takes the first available strategy of the inputs' device, fastest first.
-AUTO_ORDER = {
-    "cpu": ("native", "threads", "reference"),
-    "cuda": ("cuda-megakernel", "cuda-fused", "cuda-eager"),
-}
+MEMORY_KINDS = ("eager", "tiled", "fused")
+TRAFFIC_KINDS = ("eager", "fused")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
-class Strategy:
-    """``compile(plan, **options)`` returns an executable; ``None`` marks a
-    strategy this version does not implement yet."""
+class MemoryModel:
+    """How a strategy uses memory and moves bytes, which ``deploy`` sizes it by.
+
+    ``kind``: ``eager`` (the tape-order peak of live buffers, each freed
+    after its last use), ``tiled`` (inputs and outputs, plus per worker the
+    scratch of one tile of ``tile_rows(row_bytes, workers)`` rows) or
+    ``fused`` (inputs and outputs only, constants once). ``traffic``:
+    ``eager`` (every intermediate goes through memory) or ``fused`` (inputs
+    and outputs only). ``marshal``: the strategy makes one contiguous copy
+    of each pixel input."""
+
+    kind: str
+    traffic: str
+    marshal: bool = False
+    tile_rows: Callable[[int, int], int] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One strategy. ``compiler(plan, **options)`` returns an ``Executable``;
+    ``options`` names the keyword options it accepts. ``auto_priority``:
+    ``auto`` takes the available strategy of the inputs' device with the
+    highest priority (None: ``auto`` never takes it)."""
 
     name: str
     device: str
     contract: str
-    profile: Profile | None
-    compile: Callable | None = field(default=None, compare=False)
+    profile: Profile
+    memory: MemoryModel
+    compiler: Callable[..., Executable] = field(compare=False)
+    auto_priority: int | None = None
     options: frozenset[str] = frozenset()
 
     def unavailable_reason(self) -> str | None:
-        reason = unavailable_reason(Device(self.device))
-        if reason is None and self.compile is None:
-            reason = "not implemented in this version of isokernel"
-        if reason is None:
-            reason = self.profile.unavailable_reason()
-        return reason
+        return unavailable_reason(Device(self.device)) or self.profile.unavailable_reason()
 
-    def build(self, plan: Plan, options: dict):
+    def build(self, plan: Plan, options: dict) -> Executable:
         unknown = set(options) - self.options
         if unknown:
             accepted = ", ".join(sorted(self.options)) or "none"
             raise TypeError(f"strategy '{self.name}' does not take option(s) "
                             f"{', '.join(sorted(unknown))}; it accepts: {accepted}")
-        return self.compile(plan, **options)
+        return self.compiler(plan, **options)
 
 
-_STRATEGIES: dict[str, Strategy] = {}
+_STRATEGIES: dict[str, StrategySpec] = {}
 
 
-def register_strategy(strategy: Strategy) -> Strategy:
-    if strategy.name not in STRATEGY_NAMES:
-        raise ValueError(f"strategy name {strategy.name!r} is not one of {STRATEGY_NAMES}")
-    _STRATEGIES[strategy.name] = strategy
-    return strategy
+def register_strategy(spec: StrategySpec, replace: bool = False) -> StrategySpec:
+    """Add ``spec`` to the strategies ``jit``, ``auto``, reports and
+    ``isokernel devices`` know. A name already registered is refused unless
+    ``replace=True``; a malformed spec is refused naming each problem."""
+    if not isinstance(spec, StrategySpec):
+        raise TypeError(f"register_strategy takes an isokernel.StrategySpec, got "
+                        f"{type(spec).__name__}")
+    if spec.name in _STRATEGIES and not replace:
+        raise ValueError(f"strategy '{spec.name}' is already registered; pick another name, "
+                         f"or pass replace=True to replace it")
+    problems = _spec_problems(spec) + _priority_problems(spec)
+    if problems:
+        raise ValueError(f"strategy '{spec.name}' cannot be registered: "
+                         f"{'; '.join(problems)}")
+    _STRATEGIES[spec.name] = spec
+    return spec
 
 
-def get_strategy(name: str) -> Strategy:
+def unregister_strategy(name: str) -> StrategySpec:
+    """Remove a registered strategy; returns its spec."""
+    get_strategy(name)  # raises naming the registered ones
+    return _STRATEGIES.pop(name)
+
+
+def _spec_problems(spec: StrategySpec) -> list[str]:
+    checks = [
+        (isinstance(spec.name, str) and bool(_NAME.match(spec.name)) and spec.name != "auto",
+         "the name must be lower-case letters, digits, '-', '_' or '.', and not 'auto'"),
+        (spec.device in DEVICE_KINDS, f"device {spec.device!r} is not one of "
+                                      f"{', '.join(DEVICE_KINDS)}"),
+        (isinstance(spec.contract, str) and bool(spec.contract.strip()),
+         "the contract must be a sentence stating the bits against the reference"),
+        (isinstance(spec.profile, Profile), "profile must be an isokernel.Profile"),
+        (not isinstance(spec.profile, Profile) or spec.profile.device == spec.device,
+         f"its profile is for another device than {spec.device!r}"),
+        (callable(spec.compiler), "compiler must be callable as compiler(plan, **options)"),
+        (isinstance(spec.options, frozenset) and all(isinstance(o, str) for o in spec.options),
+         "options must be a frozenset of option names"),
+    ]
+    return [text for ok, text in checks if not ok] + _memory_problems(spec.memory)
+
+
+def _memory_problems(model) -> list[str]:
+    if not isinstance(model, MemoryModel):
+        return ["memory must be an isokernel.MemoryModel"]
+    checks = [
+        (model.kind in MEMORY_KINDS, f"memory kind {model.kind!r} is not one of "
+                                     f"{', '.join(MEMORY_KINDS)}"),
+        (model.traffic in TRAFFIC_KINDS, f"memory traffic {model.traffic!r} is not one of "
+                                         f"{', '.join(TRAFFIC_KINDS)}"),
+        (model.kind != "tiled" or callable(model.tile_rows),
+         "a tiled memory model needs tile_rows(row_bytes, workers)"),
+    ]
+    return [text for ok, text in checks if not ok]
+
+
+def _priority_problems(spec: StrategySpec) -> list[str]:
+    """``auto``'s order must be total: no two strategies of a device share a
+    priority."""
+    priority = spec.auto_priority
+    if priority is None:
+        return []
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return [f"auto_priority must be an integer or None, got {priority!r}"]
+    ties = [s.name for s in _STRATEGIES.values() if s.name != spec.name
+            and s.device == spec.device and s.auto_priority == priority]
+    return [f"auto_priority {priority} is taken by '{n}' on {spec.device}; pick another "
+            f"value" for n in ties]
+
+
+def get_strategy(name: str) -> StrategySpec:
     if name not in _STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; use one of "
-                         f"{', '.join(('auto',) + STRATEGY_NAMES)}")
+                         f"{', '.join(['auto', *_STRATEGIES])}")
     return _STRATEGIES[name]
 
 
-def all_strategies() -> list[Strategy]:
-    return [_STRATEGIES[n] for n in STRATEGY_NAMES if n in _STRATEGIES]
+def all_strategies() -> list[StrategySpec]:
+    """Every registered strategy, by device (cpu first), then from the lowest
+    ``auto`` priority to the highest (those ``auto`` never takes last)."""
+    return sorted(_STRATEGIES.values(), key=_listing_order)
 
 
-def passed_over(chosen: Strategy, device: Device) -> list[tuple[str, str]]:
+def _listing_order(spec: StrategySpec) -> tuple:
+    never = spec.auto_priority is None
+    return DEVICE_KINDS.index(spec.device), never, spec.auto_priority or 0, spec.name
+
+
+def auto_order(kind: str) -> list[StrategySpec]:
+    """The strategies ``auto`` tries on a device kind, highest priority first."""
+    found = [s for s in _STRATEGIES.values()
+             if s.device == kind and s.auto_priority is not None]
+    return sorted(found, key=lambda s: -s.auto_priority)
+
+
+def passed_over(chosen: StrategySpec, device: Device) -> list[tuple[str, str]]:
     """The strategies ``auto`` tried before ``chosen`` on ``device``, each
     with the reason it could not run there."""
     skipped = []
-    for candidate in AUTO_ORDER.get(device.kind, ()):
-        if candidate == chosen.name:
+    for candidate in auto_order(device.kind):
+        if candidate.name == chosen.name:
             break
-        strategy = _STRATEGIES.get(candidate)
-        reason = "not registered" if strategy is None else strategy.unavailable_reason()
-        skipped.append((candidate, reason or "unavailable when this function was compiled"))
+        reason = candidate.unavailable_reason()
+        skipped.append((candidate.name, reason or "unavailable when this function was compiled"))
     return skipped
 
 
-def choose(name: str, device: Device) -> Strategy:
+def choose(name: str, device: Device) -> StrategySpec:
     """The strategy to run for a request, or ``BackendUnavailableError``
     saying why nothing can run — never a strategy of another device."""
     if name != "auto":
-        strategy = get_strategy(name)
-        if strategy.device != device.kind:
-            raise BackendUnavailableError(
-                f"strategy '{name}' runs on {strategy.device}, but the request is for "
-                f"device '{device}'; pick a {device.kind} strategy or move the inputs")
-        reason = strategy.unavailable_reason()
-        if reason is not None:
-            raise BackendUnavailableError(f"strategy '{name}' is unavailable: {reason}. "
-                                          f"Nothing was run.")
-        return strategy
+        return _requested(get_strategy(name), device)
     reasons = []
-    for candidate in AUTO_ORDER.get(device.kind, ()):
-        strategy = _STRATEGIES.get(candidate)
-        reason = "not registered" if strategy is None else strategy.unavailable_reason()
+    for candidate in auto_order(device.kind):
+        reason = candidate.unavailable_reason()
         if reason is None:
-            return strategy
-        reasons.append(f"{candidate}: {reason}")
-    device_reason = unavailable_reason(device)
-    detail = device_reason or "; ".join(reasons)
+            return candidate
+        reasons.append(f"{candidate.name}: {reason}")
+    detail = unavailable_reason(device) or "; ".join(reasons) or "no strategy is registered"
     raise BackendUnavailableError(f"no strategy can run on device '{device}': {detail}. "
                                   f"Nothing was run on another device.")
+
+
+def _requested(strategy: StrategySpec, device: Device) -> StrategySpec:
+    if strategy.device != device.kind:
+        raise BackendUnavailableError(
+            f"strategy '{strategy.name}' runs on {strategy.device}, but the request is for "
+            f"device '{device}'; pick a {device.kind} strategy or move the inputs")
+    reason = strategy.unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailableError(f"strategy '{strategy.name}' is unavailable: {reason}. "
+                                      f"Nothing was run.")
+    return strategy

@@ -10,7 +10,7 @@ the pixels, a flip of axis 0, a matrix product whose BLAS blocking could
 depend on the row count) runs whole, by the reference rules.
 
 The split orders the graph into stages: ``Outside`` groups (whole ops, in
-tape order) and ``Region`` s (row-local nodes that one pass over the rows
+tape order) and ``RowRegion`` s (row-local nodes that one pass over the rows
 computes). A region reads some values by rows and some whole, and writes
 every value a later stage or the caller needs as a full array.
 """
@@ -82,7 +82,7 @@ def row_modes(node: Node, pixels: int) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
-class Region:
+class RowRegion:
     """Row-local nodes computed in one pass over the rows."""
 
     nodes: tuple[Node, ...]
@@ -106,11 +106,11 @@ class Outside:
 class Partition:
     graph: Graph
     pixels: int  # length of the pixel axis; 0 when the graph has none
-    stages: tuple[Region | Outside, ...]
+    stages: tuple[RowRegion | Outside, ...]
 
     @property
-    def regions(self) -> tuple[Region, ...]:
-        return tuple(s for s in self.stages if isinstance(s, Region))
+    def regions(self) -> tuple[RowRegion, ...]:
+        return tuple(s for s in self.stages if isinstance(s, RowRegion))
 
     @property
     def row_independent(self) -> bool:
@@ -138,10 +138,16 @@ class Partition:
 
 
 def pixel_count(graph: Graph) -> int:
-    """The pixel-axis length: the longest axis 0 among the inputs (or the
-    outputs, for a graph without array inputs)."""
-    candidates = [x.shape[0] for x in (*graph.inputs, *graph.outputs) if x.aval.ndim > 0]
-    return max(candidates, default=0)
+    """P, the pixel-axis length: the longest axis 0 among the inputs; for a
+    graph without array inputs (a model that builds its pixels from scalars),
+    the longest among its outputs; 0 when neither has an axis, which means
+    the graph has no pixel axis. The one definition: the partition, the
+    pixel-axis reductions, the block runner and deploy's memory shape all
+    read it."""
+    leading = [x.shape[0] for x in graph.inputs if x.aval.ndim > 0]
+    if not leading:
+        leading = [x.shape[0] for x in graph.outputs if x.aval.ndim > 0]
+    return max(leading, default=0)
 
 
 def partition(graph: Graph, accept: Callable[[Node, tuple], bool] = lambda node, modes: True,
@@ -179,11 +185,11 @@ def _levels(graph: Graph, modes: dict) -> dict[Node, int]:
     return level
 
 
-def _stages(graph: Graph, modes: dict) -> tuple[Region | Outside, ...]:
+def _stages(graph: Graph, modes: dict) -> tuple[RowRegion | Outside, ...]:
     level = _levels(graph, modes)
     top = max(level.values(), default=-1)
     users = _users(graph)
-    stages: list[Region | Outside] = []
+    stages: list[RowRegion | Outside] = []
     for k in range(-1, top + 1):
         rows = [n for n in graph.nodes if n in modes and level[n] == k]
         whole = [n for n in graph.nodes if n in level and n not in modes and level[n] == k]
@@ -202,7 +208,7 @@ def _users(graph: Graph) -> dict[Node, list[Node]]:
     return users
 
 
-def _region(graph: Graph, nodes: list[Node], modes: dict, users: dict) -> Region:
+def _region(graph: Graph, nodes: list[Node], modes: dict, users: dict) -> RowRegion:
     inside = set(nodes)
     row_inputs: dict[Node, None] = {}
     whole_inputs: dict[Node, None] = {}
@@ -213,5 +219,5 @@ def _region(graph: Graph, nodes: list[Node], modes: dict, users: dict) -> Region
     results = set(graph.outputs)
     outputs = tuple(n for n in nodes
                     if n in results or any(u not in inside for u in users[n]))
-    return Region(tuple(nodes), {n: modes[n] for n in nodes}, tuple(row_inputs),
-                  tuple(whole_inputs), outputs)
+    return RowRegion(tuple(nodes), {n: modes[n] for n in nodes}, tuple(row_inputs),
+                     tuple(whole_inputs), outputs)

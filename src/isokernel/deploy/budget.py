@@ -1,5 +1,5 @@
 """What this machine will grant a run: CPUs, memory and GPU memory, each with
-its source (``backends.platform`` reads the host; this adds the GPU)."""
+its source (``platform`` reads the host; this adds the GPU)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..backends.devices import Device, unavailable_reason
 from ..backends.liveness import format_bytes
-from ..backends.platform import Figure, cpu_budget, memory_budget
+from .platform import Figure, cpu_budget, memory_budget
 
 
 @dataclass(frozen=True)

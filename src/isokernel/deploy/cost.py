@@ -19,7 +19,7 @@ operation; a table look-up counts the 11 basic operations of its reference
 meaning (offset, scale, clamp ×2, floor, index clamp, fraction, lerp ×4);
 a fused form counts its body, op by op.
 
-Bytes moved depend on the strategy (``STRATEGY_MODELS``): *eager* — every
+Bytes moved depend on the strategy's memory model (its ``traffic``): *eager* — every
 non-view result is written to memory and every operand read back from it
 (a view reads the storage it views; a broadcast scalar is read once);
 *fused* — inputs and outputs only, constants once, every intermediate in a
@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..backends import get_strategy
 from ..backends.liveness import VIEW_OPS
 from ..ir import Graph, Node, Op
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
-from .shape import STRATEGY_MODELS
 
 _WEIGHT = {
     **{op: 10 for op in (Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -128,7 +128,11 @@ class Intensity:
 
 
 def intensity(graph: Graph, strategy: str) -> Intensity:
-    traffic = STRATEGY_MODELS[strategy].traffic
+    return traffic_intensity(graph, get_strategy(strategy).memory.traffic, strategy)
+
+
+def traffic_intensity(graph: Graph, traffic: str, strategy: str = "") -> Intensity:
+    """Flops over the bytes ``traffic`` (``eager`` or ``fused``) moves."""
     moved = eager_bytes(graph) if traffic == "eager" else fused_bytes(graph)
     return Intensity(strategy, traffic, flops(graph), moved)
 

@@ -9,15 +9,17 @@ import weakref
 
 import numpy as np
 
-from ..backends.blocks import pixel_count
+from ..backends import all_strategies, get_strategy
 from ..backends.hooks import BlockChoice
 from ..backends.liveness import format_bytes
-from ..backends.platform import Figure
+from ..backends.strategies import TRAFFIC_KINDS
+from ..codegen.pixel import pixel_count
 from ..ir import Graph, IsokernelError
 from .budget import HostBudget, host_budget
-from .cost import intensity, roofline_knee
+from .cost import intensity, roofline_knee, traffic_intensity
+from .platform import Figure
 from .probe import Probe, measure_device, measure_host
-from .shape import STRATEGY_MODELS, MemoryShape, memory_shape, pixel_io_bytes
+from .shape import MemoryShape, memory_shape, pixel_io_bytes
 from .solver import Decision, block_concurrency, largest_block, shard_tasks
 
 # jit(block="auto") plans against this share of the memory headroom: the eager
@@ -39,9 +41,13 @@ def _usable(memory: Figure) -> Figure:
                   f"{BUDGET_FRACTION:.0%} of {memory.source}")
 
 
+def _on_gpu(strategy: str) -> bool:
+    return get_strategy(strategy).device == "cuda"
+
+
 def _memory_for(strategy: str, budget: HostBudget) -> Figure:
     """Host memory for CPU strategies, free device memory for GPU ones."""
-    if STRATEGY_MODELS[strategy].device == "cpu":
+    if not _on_gpu(strategy):
         return budget.memory
     return budget.gpu or Figure(0, f"no GPU: {budget.gpu_reason}")
 
@@ -70,11 +76,10 @@ def block_decision(graph: Graph, strategy: str, budget: HostBudget,
 def plan_block(compiled, requested) -> BlockChoice:
     """The block planner installed for ``jit(block=...)``."""
     graph, strategy = compiled.graph, compiled.lowered.strategy.name
-    if pixel_count(graph) is None:
+    if not pixel_count(graph):
         return BlockChoice(None, "no input has a pixel axis: the call runs whole")
     override = None if requested == "auto" else requested
-    on_gpu = STRATEGY_MODELS[strategy].device == "cuda"
-    decision = block_decision(graph, strategy, host_budget(gpu=on_gpu), override)
+    decision = block_decision(graph, strategy, host_budget(gpu=_on_gpu(strategy)), override)
     if decision.value is None:
         raise BudgetError(f"jit({graph.name}, block='auto'): {decision.line}")
     block = None if decision.value >= pixel_count(graph) else decision.value
@@ -93,8 +98,7 @@ def admission(compiled):
         return None
 
     def admit() -> None:
-        on_gpu = STRATEGY_MODELS[strategy].device == "cuda"
-        budget = host_budget(gpu=on_gpu)
+        budget = host_budget(gpu=_on_gpu(strategy))
         memory = _memory_for(strategy, budget)
         if need > memory.value:
             line = block_decision(graph, strategy, budget).line
@@ -110,32 +114,29 @@ def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:
     """The sizing decision for calls of this shape under ``strategy``: shards
     for the multi-threaded CPU strategies, concurrent blocks of this size for
     the eager CPU one, the largest block on a GPU."""
-    model = STRATEGY_MODELS[strategy]
     shape = memory_shape(graph, strategy, workers=budget.cpus.value)
     consts = sum(n.aval.nbytes for n in graph.consts())
     at = f"P={shape.pixels}" if shape.pixels else "no pixel axis"
     at_p = f"{strategy} bytes({at}) = {shape.formula()}, {shape.basis}"
-    if model.device == "cuda":
+    if _on_gpu(strategy):
         return largest_block(shape, _memory_for(strategy, budget), Figure(0, "nothing resident"))
-    if model.memory == "eager":
+    if get_strategy(strategy).memory.kind == "eager":
         per_block = Figure(shape.bytes() - consts, at_p)
         return block_concurrency(per_block, Figure(consts, "constants, shared"),
                                  budget.memory, budget.cpus)
-    io = memory_shape(graph, "native") if model.memory == "fused" else shape
-    scratch = shape.fixed - io.fixed if model.memory == "tiled" else 0
-    resident = Figure(shape.bytes() - scratch, at_p)
-    per_shard = Figure(scratch // max(budget.cpus.value, 1), "one worker's tile scratch")
+    resident = Figure(shape.bytes() - shape.scratch, at_p)
+    per_shard = Figure(shape.scratch // max(budget.cpus.value, 1), "one worker's tile scratch")
     return shard_tasks(resident, per_shard, budget.memory, budget.cpus)
 
 
 def _intensity_line(graph: Graph, strategy: str, budget: HostBudget) -> str:
+    """The strategy's intensity, then the other traffic models' for comparison."""
     chosen = intensity(graph, strategy)
-    others = {t: intensity(graph, n) for n, t in (("reference", "eager"),
-                                                   ("cuda-megakernel", "fused"))}
+    others = {t: traffic_intensity(graph, t) for t in TRAFFIC_KINDS}
     double = any(x.aval.dtype == np.float64 for x in graph.inputs)
     knee = roofline_knee(budget.gpu_name, double)
     where = (f"roofline knee {knee}" if knee is not None else
-             f"roofline knee not known for {STRATEGY_MODELS[strategy].device}"
+             f"roofline knee not known for {get_strategy(strategy).device}"
              + (f" ({budget.gpu_name} not in the table)" if budget.gpu_name else ""))
     rest = "; ".join(f"{t} {x.value:.3g}" for t, x in others.items() if t != chosen.traffic)
     return f"{strategy} {chosen}; {rest}; {where}"
@@ -145,11 +146,12 @@ def report_lines(compiled) -> list[tuple[str, str]]:
     """The deploy lines of ``compiled.report()``."""
     graph, strategy = compiled.graph, compiled.lowered.strategy.name
     budget = host_budget()
-    shapes = {n: memory_shape(graph, n, workers=budget.cpus.value) for n in STRATEGY_MODELS}
+    shapes = {s.name: memory_shape(graph, s.name, workers=budget.cpus.value)
+              for s in all_strategies()}
     lines = [("memory", f"{strategy}: {shapes[strategy]}")]
     lines += [("", f"{n}: {s}") for n, s in shapes.items() if n != strategy]
     lines += [("intensity", _intensity_line(graph, strategy, budget)),
-              ("maxLive", f"{shapes['reference'].max_live} buffers (maxLiveNodes, tape order "
+              ("maxLive", f"{shapes[strategy].max_live} buffers (maxLiveNodes, tape order "
                           f"with last-use release)"),
               ("budget", str(budget)),
               ("sizing", sizing(graph, strategy, budget).line),
@@ -166,7 +168,7 @@ def probe(compiled, arrays) -> Probe:
     """Run one real block (the first, or the whole call when it is not
     chunked) and record its measured peak beside the static shape."""
     graph, strategy = compiled.graph, compiled.lowered.strategy.name
-    pixels = pixel_count(graph)
+    pixels = pixel_count(graph) or None
     rows = compiled.blocks.block if compiled.blocks is not None else pixels
     run, args = compiled.executable, list(arrays)
     if compiled.blocks is not None and rows < pixels:
@@ -174,11 +176,11 @@ def probe(compiled, arrays) -> Probe:
         args = [a[:rows] if p else a for a, p in zip(arrays, pixel_in)]
         run = compiled.blocks.executable(rows)
     static = memory_shape(graph, strategy).bytes(rows)
-    if STRATEGY_MODELS[strategy].device == "cuda":
-        found = Probe(rows, static, None, None, measure_device(lambda: run(*args)))
+    if _on_gpu(strategy):
+        found = Probe(rows, static, None, None, measure_device(lambda: run.call_flat(args)))
     else:
         in_bytes = sum(np.asarray(a).nbytes for a in args)
-        traced, rss, reason = measure_host(lambda: run(*args), in_bytes)
+        traced, rss, reason = measure_host(lambda: run.call_flat(args), in_bytes)
         found = Probe(rows, static, traced, rss, rss_reason=reason)
     _PROBES[compiled] = found
     return found

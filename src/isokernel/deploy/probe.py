@@ -14,7 +14,7 @@ exist before the call) plus everything the call allocates at its peak:
 
 On a GPU the figure is the peak of bytes in use during the call in CuPy's
 memory pool (tracked by wrapping the pool's allocator) plus in isokernel's
-own device allocator (``backends.cuda_memory``), where the GPU strategies'
+own device allocator (``backends.cuda.memory``), where the GPU strategies'
 buffers live.
 """
 
@@ -114,7 +114,7 @@ def measure_device(run: Callable[[], object]) -> int:
     allocator, which holds the GPU strategies' buffers."""
     import cupy
 
-    from ..backends.cuda_runtime import device_allocators
+    from ..backends.cuda.runtime import device_allocators
 
     pool = cupy.get_default_memory_pool()
     base = pool.used_bytes()

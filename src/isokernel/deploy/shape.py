@@ -1,7 +1,8 @@
 """The memory shape of a model per strategy: bytes(P) = fixed + per_element·P.
 
 Memory is affine in the pixel count P for every strategy, and both terms
-fall out of the recorded graph:
+fall out of the recorded graph and the strategy's memory model (the
+``memory`` of its ``StrategySpec``; the built-in strategies' are below):
 
 - *eager* (``reference``, ``cuda-eager``, ``cuda-fused``): the peak of
   simultaneously live buffers when the graph runs in tape order, each buffer
@@ -17,48 +18,25 @@ fall out of the recorded graph:
   are charged once.
 - *tiled* (``threads``): the caller's inputs and preallocated outputs, plus
   per worker the eager working set of one cache-sized tile, sized by the
-  ``threads`` strategy's own rule (a fixed term).
+  memory model's ``tile_rows`` (the strategy's own rule; a fixed term).
 
 ``threads`` and ``native`` add their *marshaling columns*: one contiguous
 copy of each pixel input, which they make when the caller's array is strided
 or of another byte order; it is charged always, so a strided caller cannot
 overrun a budget sized on the static shape.
 
-A buffer scales with P when its leading dimension is P (the largest leading
-dimension of the inputs); everything else is fixed.
+A buffer scales with P when its leading dimension is P (``pixel_count``: the
+largest leading dimension of the inputs); everything else is fixed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..backends import static_liveness
-from ..backends.blocks import pixel_count
+from ..backends import get_strategy, static_liveness
 from ..backends.liveness import format_bytes
-from ..backends.threads import default_tile_rows
+from ..codegen.pixel import pixel_count
 from ..ir import Graph, Node
-
-
-@dataclass(frozen=True)
-class StrategyModel:
-    """How one strategy uses memory and moves bytes."""
-
-    memory: str  # "eager", "tiled" or "fused"
-    traffic: str  # "eager" (every intermediate round-trips memory) or "fused"
-    marshal: bool  # adds one contiguous copy of each pixel input
-    device: str
-
-
-# The one table of per-strategy models; every strategy name has a row, whether
-# or not this version implements it yet.
-STRATEGY_MODELS = {
-    "reference": StrategyModel("eager", "eager", False, "cpu"),
-    "threads": StrategyModel("tiled", "fused", True, "cpu"),
-    "native": StrategyModel("fused", "fused", True, "cpu"),
-    "cuda-eager": StrategyModel("eager", "eager", False, "cuda"),
-    "cuda-fused": StrategyModel("eager", "eager", False, "cuda"),
-    "cuda-megakernel": StrategyModel("fused", "fused", False, "cuda"),
-}
 
 
 @dataclass(frozen=True)
@@ -68,9 +46,10 @@ class MemoryShape:
     strategy: str
     fixed: int
     per_element: int
-    pixels: int | None  # the P the graph was recorded at
+    pixels: int | None  # the P the graph was recorded at (None: no pixel axis)
     max_live: int | None  # maxLiveNodes of the eager walk, where one was taken
     basis: str
+    scratch: int = 0  # the part of ``fixed`` that is the workers' tile scratch (tiled)
 
     def bytes(self, pixels: int | None = None) -> int:
         p = self.pixels if pixels is None else pixels
@@ -88,7 +67,7 @@ class _Rows:
     """Per-buffer split into the part that scales with P and the rest."""
 
     def __init__(self, graph: Graph):
-        self.pixels = pixel_count(graph)
+        self.pixels = pixel_count(graph) or None
 
     def per_row(self, node: Node) -> int:
         if self.pixels and node.aval.shape[:1] == (self.pixels,):
@@ -124,20 +103,21 @@ def _marshal(graph: Graph, rows: _Rows) -> int:
 
 
 def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
-    """The memory shape of ``graph`` under ``strategy`` (``workers``: threads
-    running tiles at once, for the tiled model)."""
-    model = STRATEGY_MODELS[strategy]
+    """The memory shape of ``graph`` under ``strategy`` by its memory model
+    (``workers``: threads running tiles at once, for the tiled model)."""
+    model = get_strategy(strategy).memory
     rows = _Rows(graph)
     eager_fixed, eager_per, live = _eager(graph, rows)
-    if model.memory == "eager":
+    scratch = 0
+    if model.kind == "eager":
         fixed, per = eager_fixed, eager_per
         basis = f"eager peak of {live} live buffers in tape order (a lower bound)"
     else:
         fixed, per = _io(graph, rows)
         basis = "fused: inputs + outputs, constants once"
-        if model.memory == "tiled":
+        if model.kind == "tiled":
             per_row = max(eager_per - _marshal(graph, rows), 0)
-            tile = default_tile_rows(per_row, workers)
+            tile = model.tile_rows(per_row, workers)
             scratch = workers * tile * per_row
             fixed += scratch
             basis = (f"tiled: inputs + outputs + {workers} worker(s) × {tile}-row tile "
@@ -145,7 +125,7 @@ def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
     if model.marshal:
         per += _marshal(graph, rows)
         basis += " + marshaling columns (a copy of each pixel input)"
-    return MemoryShape(strategy, fixed, per, rows.pixels, live, basis)
+    return MemoryShape(strategy, fixed, per, rows.pixels, live, basis, scratch)
 
 
 def pixel_io_bytes(graph: Graph) -> tuple[int, int]:

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..backends import choose, jit
 from ..backends.devices import Device
-from ..backends.platform import cpu_budget
+from ..backends.hooks import cpu_budget
 from .soil_moisture import REFINED_INPUTS, RETRIEVAL_INPUTS, observe, retrieve, retrieve_refined
 
 CHUNK_PIXELS = 1 << 20  # default chunk size when the input is not chunked

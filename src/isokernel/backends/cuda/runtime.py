@@ -1,7 +1,7 @@
 """The CUDA runtime of the GPU strategies: CuPy for arrays, streams and
 library calls; isokernel's own NVRTC compile (see ``codegen.nvrtc``) for
 every kernel, loaded as a cubin; launch shapes from the compiled kernel;
-buffers from ``cuda_memory.ReuseCache``.
+buffers from ``memory.ReuseCache``.
 
 The kernels are compiled by isokernel rather than through CuPy's
 ``RawKernel(code=...)`` because CuPy adds ``-ftz=true`` to every program it
@@ -22,9 +22,9 @@ import threading
 
 import numpy as np
 
-from ..codegen import cache
-from ..codegen import nvrtc as nvrtc_mod
-from ..codegen.cuda import (
+from ...codegen import cache
+from ...codegen import nvrtc as nvrtc_mod
+from ...codegen.cuda import (
     CudaModule,
     ElementwiseKernel,
     HalvingKernels,
@@ -32,8 +32,8 @@ from ..codegen.cuda import (
     TextureKernel,
     nvrtc_options,
 )
-from ..ir import IsokernelError
-from .cuda_memory import ReuseCache, cap_from_environment
+from ...ir import IsokernelError
+from .memory import ReuseCache, cap_from_environment
 
 DEFAULT_BLOCK = 256
 BLOCKS_PER_SM = 32  # grid-stride launches cap the grid at this many blocks per SM

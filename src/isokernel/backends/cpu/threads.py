@@ -19,38 +19,35 @@ without ``ufunc._get_strided_loop``) the tile is generated straight-line
 Python calling the same ufuncs with ``out=`` (``INTO``); NumPy releases the
 GIL inside each loop, so tiles of different tasks still overlap.
 
-The pool, the worker count and the slicing are shared with ``native``, and
-so is ``run_tasks``: a call that fails or is interrupted (Ctrl-C) stops its
-tasks after their current tile and waits for them before it raises, so no
-worker writes into a buffer the caller has let go. Tiles are never listed:
+The pool, the worker count and the slicing are shared with ``native``
+(``pool``), and so is ``run_tasks``: a call that fails or is interrupted
+(Ctrl-C) stops its tasks after their current tile and waits for them before
+it raises, so no worker writes into a buffer the caller has let go. The
+staged run of whole ops and regions is ``staged.StagedExecutable``, also
+shared with ``native``. Tiles are never listed:
 a slice's tiles are derived from its bounds (``loops.tiles``), so the
 bookkeeping does not grow with the pixel count.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import math
 import threading
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.pixel import ROWS, WHOLE, Outside, Partition, Region, partition
-from ..ir import EVAL, Graph, Node, Op
-from ..transforms.fusion import unfuse
+from ...codegen.pixel import ROWS, WHOLE, RowRegion, partition
+from ...ir import EVAL, Node, Op
+from ...transforms.fusion import unfuse
+from ..capsules import Capsule, register, registered
+from ..liveness import VIEW_OPS
+from ..planning import Plan, Profile
+from ..strategies import MemoryModel, StrategySpec, register_strategy
 from . import loops
-from .capsules import Capsule, lookup, register, registered
-from .liveness import VIEW_OPS
-from .planning import Plan
-from .platform import cpu_budget
-from .reductions import check_mode
-from .reductions import kernel as reduction_kernel
-from .reference import PROVIDER as NUMPY_PROVIDER
-from .reference import _kernel
+from .numpy_rules import NUMPY_PROVIDER
+from .pool import SLICE_ROWS, in_worker, resolve_workers, run_tasks, split, stop_flag
+from .staged import StagedExecutable, node_plan, stage_value
 
 PROVIDER = "numpy-tiles"
 PROVIDER_LOOPS = "numpy-loops"
@@ -124,188 +121,7 @@ slice differently from the full matrix; and fused forms, which this strategy
 has no kernels for: it unfuses the graph first and tiles the composition."""
 
 
-def _tile_attrs(node: Node, rows: int) -> dict:
-    """The node's attributes for a tile of ``rows`` rows."""
-    attrs = dict(node.attrs)
-    if node.op in (Op.BROADCAST, Op.RESHAPE):
-        attrs["shape"] = (rows, *attrs["shape"][1:])
-    elif node.op is Op.SLICE:
-        attrs["limit"] = (rows, *attrs["limit"][1:])
-    return attrs
-
-
-# --- workers, the pool and the slices -----------------------------------------------------
-
-def resolve_workers(workers: int | None) -> tuple[int, str]:
-    """The worker count and where it came from: ``workers=`` wins, else the
-    CPU budget (affinity ∩ cgroup quota)."""
-    if workers is not None:
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ValueError(f"workers={workers!r}: give a positive integer, e.g. workers=2")
-        return workers, "workers= option"
-    budget = cpu_budget()
-    return max(1, budget.value), budget.source
-
-
-class _WorkerMark(threading.local):
-    active = False  # True on the pool's threads
-
-
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOL_LOCK = threading.Lock()
-_IN_WORKER = _WorkerMark()
-_STOP: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("isokernel_stop",
-                                                                    default=None)
-SLICE_ROWS = 1 << 15
-"""Rows per C call on the calling thread (native's kernel, the tile driver's
-tiles): Python sees a Ctrl-C only between two calls, so they stay short
-(under a millisecond for tau-omega)."""
-
-
-def shared_pool(workers: int) -> ThreadPoolExecutor:
-    """One persistent pool per worker count, shared by threads and native."""
-    with _POOL_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None:
-            pool = ThreadPoolExecutor(workers, thread_name_prefix=f"isokernel-{workers}",
-                                      initializer=_mark_worker)
-            _POOLS[workers] = pool
-        return pool
-
-
-def _mark_worker() -> None:
-    _IN_WORKER.active = True
-
-
-def in_worker() -> bool:
-    """True on a pool thread (where no Ctrl-C arrives: signals go to the main thread)."""
-    return _IN_WORKER.active
-
-
-def split(length: int, chunks: int, align: int = 1) -> list[tuple[int, int]]:
-    """``[0, length)`` as at most ``chunks`` contiguous slices of nearly equal
-    length, every boundary but the last a multiple of ``align``."""
-    units = -(-length // align)
-    chunks = max(1, min(chunks, units))
-    bounds = [min(length, (units * k // chunks) * align) for k in range(chunks + 1)]
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-def sub_slices(begin: int, end: int, rows: int):
-    """``[begin, end)`` in consecutive pieces of ``rows`` rows (the last shorter)."""
-    for a in range(begin, end, rows):
-        yield a, min(end, a + rows)
-
-
-class Stop:
-    """A call's stop flag, set when the call fails or is interrupted. Tasks
-    read it between tiles and between C calls; the tile driver reads it
-    between tiles through ``address``."""
-
-    def __init__(self):
-        self.flag = np.zeros(1, np.int32)
-        self.address = self.flag.ctypes.data
-
-    def set(self) -> None:
-        self.flag[0] = 1
-
-    def __bool__(self) -> bool:
-        return bool(self.flag[0])
-
-
-NEVER = Stop()
-"""The flag of work that runs outside a task group: never set."""
-
-
-def stop_flag() -> Stop:
-    """The stop flag of the task group this runs in (``NEVER`` outside one).
-    A call made inline from inside a task reads its caller's flag."""
-    found = _STOP.get()
-    return NEVER if found is None else found
-
-
-def run_tasks(work, count: int, workers: int) -> None:
-    """Run ``work(k)`` for ``k < count`` on the pool, each task in a copy of
-    the caller's context (so ``np.errstate`` applies and ``stop_flag()`` is
-    this group's). When a task fails, or the caller is interrupted (Ctrl-C)
-    while it waits, the others are stopped and waited for; then the failure
-    is raised. With one task or one worker, or on a worker, ``work`` runs
-    inline, where a Ctrl-C interrupts it between its C calls."""
-    if count == 1 or workers == 1 or in_worker():
-        for k in range(count):
-            work(k)
-        return
-    _Tasks(work).run(shared_pool(workers), count)
-
-
-class _Tasks:
-    """The tasks of one ``run_tasks`` call. No task outlives the call: a
-    caller that leaves early (a failure, Ctrl-C) first sets the stop flag, so
-    no task starts any more and running ones return after their current tile,
-    and then waits, uninterruptibly, for the running ones. Until then every
-    buffer a task writes through a raw pointer stays alive."""
-
-    def __init__(self, work):
-        self.work = work
-        self.stop = Stop()
-        self.error: BaseException | None = None
-        self._changed = threading.Condition()
-        self._running = 0  # tasks inside ``work``
-        self._left = 0  # tasks submitted and not finished
-
-    def run(self, pool: ThreadPoolExecutor, count: int) -> None:
-        try:
-            for k in range(count):
-                with self._changed:
-                    self._left += 1
-                context = contextvars.copy_context()
-                context.run(_STOP.set, self.stop)
-                pool.submit(context.run, self._task, k)
-            with self._changed:
-                while self._left and self.error is None:
-                    self._changed.wait()
-        except BaseException:
-            self._halt()
-            raise
-        if self.error is not None:
-            self._halt()
-            raise self.error
-
-    def _task(self, k: int) -> None:
-        with self._changed:
-            if self.stop:
-                self._finished(running=False)
-                return
-            self._running += 1
-        try:
-            self.work(k)
-        except BaseException as error:
-            with self._changed:
-                self.error = self.error or error
-                self.stop.set()
-        finally:
-            with self._changed:
-                self._finished(running=True)
-
-    def _finished(self, running: bool) -> None:
-        self._running -= running
-        self._left -= 1
-        self._changed.notify_all()
-
-    def _halt(self) -> None:
-        """Stop the tasks and wait for the running ones. A second Ctrl-C
-        while waiting does not end the wait: leaving now would free buffers
-        the workers still write into."""
-        self.stop.set()
-        while True:
-            try:
-                with self._changed:
-                    while self._running:
-                        self._changed.wait()
-                return
-            except BaseException:  # noqa: S112 - keep waiting, then raise the first
-                continue
-
+# --- tile sizes -----------------------------------------------------------------------------
 
 def default_tile_rows(row_bytes: int, workers: int, gil_free: bool | None = None) -> int:
     """Rows per tile for a tile whose scratch costs ``row_bytes`` per row;
@@ -353,7 +169,7 @@ class _Slots:
     buffer returns to the pool after its last use (views keep their base
     alive). Region outputs are written straight into the caller's arrays."""
 
-    def __init__(self, region: Region, hoisted: set):
+    def __init__(self, region: RowRegion, hoisted: set):
         self.assignment: dict[Node, int] = {}
         self.kinds: list[tuple[np.dtype, tuple[int, ...]]] = []
         storage = _storage(region)
@@ -389,7 +205,7 @@ class _Slots:
         return [np.empty((rows, *shape), dtype) for dtype, shape in self.kinds]
 
 
-def _storage(region: Region) -> dict[Node, Node]:
+def _storage(region: RowRegion) -> dict[Node, Node]:
     owner: dict[Node, Node] = {}
     for node in region.nodes:
         base = node.inputs[0] if node.op in VIEW_OPS else node
@@ -397,7 +213,7 @@ def _storage(region: Region) -> dict[Node, Node]:
     return owner
 
 
-def _last_use(region: Region, storage: dict) -> dict[int, list[Node]]:
+def _last_use(region: RowRegion, storage: dict) -> dict[int, list[Node]]:
     """For each node index, the storages whose last reader it is."""
     last: dict[Node, int] = {}
     for i, node in enumerate(region.nodes):
@@ -412,7 +228,7 @@ def _last_use(region: Region, storage: dict) -> dict[int, list[Node]]:
     return dying
 
 
-def _hoisted(region: Region) -> list[Node]:
+def _hoisted(region: RowRegion) -> list[Node]:
     """View nodes of whole values only (a broadcast scalar): the same for
     every tile of a given length, so computed once per call and length."""
     whole = set(region.whole_inputs)
@@ -425,7 +241,7 @@ def _hoisted(region: Region) -> list[Node]:
     return found
 
 
-def _signature(region: Region, hoisted: list[Node], slots: _Slots):
+def _signature(region: RowRegion, hoisted: list[Node], slots: _Slots):
     """Parameter names, and the name of every value from outside the region
     by how it is read (a value may be read both by rows and whole)."""
     names: dict[tuple, str] = {}
@@ -441,12 +257,12 @@ def _signature(region: Region, hoisted: list[Node], slots: _Slots):
     return names, params
 
 
-def _operands(node: Node, region: Region, names: dict) -> str:
+def _operands(node: Node, region: RowRegion, names: dict) -> str:
     return ", ".join(names.get(x) or names[(x, mode)]
                      for x, mode in zip(node.inputs, region.modes[node]))
 
 
-def generate_tile(region: Region, hoisted: list[Node], slots: _Slots,
+def generate_tile(region: RowRegion, hoisted: list[Node], slots: _Slots,
                   rows: int) -> tuple[str, dict]:
     """Source of ``tile(<row inputs>, <whole inputs>, <hoisted views>,
     <outputs>, <scratch>)`` for a tile of ``rows`` rows: one line per node,
@@ -462,11 +278,11 @@ def generate_tile(region: Region, hoisted: list[Node], slots: _Slots,
         if node in hoisted:
             pass
         elif node.op in VIEW_OPS:
-            env[f"_f{i}"] = functools.partial(EVAL[node.op], **_tile_attrs(node, rows))
+            env[f"_f{i}"] = functools.partial(EVAL[node.op], **loops.tile_attrs(node, rows))
             names[node] = f"t{i}"
             lines.append(f"    t{i} = _f{i}({args}){where}")
         else:
-            env[f"_f{i}"] = functools.partial(INTO[node.op], **_tile_attrs(node, rows))
+            env[f"_f{i}"] = functools.partial(INTO[node.op], **loops.tile_attrs(node, rows))
             target = outputs.get(node) or f"s{slots.assignment[node]}"
             names[node] = f"t{i}"
             lines.append(f"    t{i} = _f{i}({args}{', ' if args else ''}out={target}){where}")
@@ -475,14 +291,14 @@ def generate_tile(region: Region, hoisted: list[Node], slots: _Slots,
     return "\n".join(lines) + "\n", env
 
 
-def generate_hoist(region: Region, hoisted: list[Node], rows: int) -> tuple[str, dict]:
+def generate_hoist(region: RowRegion, hoisted: list[Node], rows: int) -> tuple[str, dict]:
     """Source of ``hoist(<whole inputs>) -> <hoisted views>``."""
     names = {n: f"w{k}" for k, n in enumerate(region.whole_inputs)}
     params = list(names.values())
     env: dict = {}
     lines = [f"def hoist({', '.join(params)}):"]
     for k, node in enumerate(hoisted):
-        env[f"_f{k}"] = functools.partial(EVAL[node.op], **_tile_attrs(node, rows))
+        env[f"_f{k}"] = functools.partial(EVAL[node.op], **loops.tile_attrs(node, rows))
         lines.append(f"    h{k} = _f{k}({', '.join(names[x] for x in node.inputs)})")
         names[node] = f"h{k}"
     lines.append(f"    return ({''.join(f'h{k}, ' for k in range(len(hoisted)))})")
@@ -494,6 +310,13 @@ def _exec(source: str, env: dict, name: str, label: str):
     return env[name]
 
 
+class _Scratch(threading.local):
+    """A worker's scratch buffers: views per tile length, and their addresses."""
+
+    views: dict | None = None
+    pointers: np.ndarray | None = None
+
+
 class RegionRunner:
     """Runs one region over the pixel axis: slices on the pool, tiles within.
     A region whose every step is a call of NumPy's strided loop (or an exact
@@ -501,13 +324,13 @@ class RegionRunner:
     (``loops``); any other region, or a call whose inputs NumPy would
     iterate differently, runs the generated Python tile program."""
 
-    def __init__(self, region: Region, pixels: int, workers: int, tile_rows: int | None):
+    def __init__(self, region: RowRegion, pixels: int, workers: int, tile_rows: int | None):
         self.region = region
         self.pixels = pixels
         self.workers = workers
         self.hoisted = _hoisted(region)
         self.slots = _Slots(region, set(self.hoisted))
-        self._scratch = threading.local()
+        self._scratch = _Scratch()
         self._loops: dict[tuple, loops.Program | str] = {}
         self.unavailable = loops.unavailable_reason()
         self._tile(tile_rows, gil_free=self.unavailable is None)
@@ -536,7 +359,7 @@ class RegionRunner:
         return tile, hoist
 
     def scratch(self) -> dict[int, list[np.ndarray]]:
-        views = getattr(self._scratch, "views", None)
+        views = self._scratch.views
         if views is None:
             buffers = self.slots.allocate(self.tile_rows)
             views = {n: [b[:n] for b in buffers] for n in self.lengths}
@@ -620,7 +443,7 @@ class RegionRunner:
             for li, n in enumerate(self.lengths):
                 tile = self._tile_operands(li, n, rows_in, wholes, hoisted[n])
                 per_length[n] = loops.tile_steps(self.region, self.hoisted,
-                                                 self.slots.assignment, tile, n, _tile_attrs)
+                                                 self.slots.assignment, tile, n)
         except loops.Ineligible as why:
             return str(why)
         return loops.Program.build(per_length, self.chunks, self.tile_rows)
@@ -679,154 +502,28 @@ def _probe_whole(node: Node):
 
 # --- NumPy's diagnostics for rows a compiled kernel ran -----------------------------------
 
-def watched_flags() -> int:
-    """The ``NPY_FPE_*`` bits the caller's ``np.errstate`` does not ignore."""
-    modes = np.geterr()
-    return sum(bit for bit, key, _ in loops.FPE_KINDS if modes[key] != "ignore")
-
-
-class _Log:
-    """A target for NumPy's ``log`` error mode: each message, in order."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.lines.append(text)
-
-
-_FPE_BITS = {text: bit for bit, _, text in loops.FPE_KINDS}
-
-
-def replay_errors(region: Region, rows_in: list, wholes: list,
-                  ranges: list[tuple[int, int]]) -> None:
-    """The floating-point diagnostics the reference gives for a region, from
-    the rows ``ranges`` only (those where a compiled kernel raised a flag):
-    the region's nodes run again there by the reference rules (EVAL, as on a
-    tile), every op's errors are collected, and then given to the caller's
-    ``np.errstate`` once per op in tape order, with NumPy's texts
-    (``loops.give_fpe``). Only the diagnostics come from here: the kernel's
-    outputs stand."""
-    seen: dict[tuple[int, str], int] = {}
-    log = _Log()
-    with np.errstate(all="log", call=log):
-        for a, b in ranges:
-            _replay_rows(region, [x[a:b] for x in rows_in], wholes, b - a, log, seen)
-    keys = sorted(seen, key=lambda key: key[0])  # tape order; a node's ops as met
-    loops.give_fpe([name for _, name in keys], np.array([seen[k] for k in keys], np.uint32))
-
-
-def _replay_rows(region: Region, rows_in: list, wholes: list, rows: int, log: _Log,
-                 seen: dict) -> None:
-    values = {(x, ROWS): v for x, v in zip(region.row_inputs, rows_in)}
-    values.update({(x, WHOLE): v for x, v in zip(region.whole_inputs, wholes)})
-    last = {x: i for i, node in enumerate(region.nodes) for x in node.inputs}
-    for i, node in enumerate(region.nodes):
-        args = [values[x] if x in values else values[(x, mode)]
-                for x, mode in zip(node.inputs, region.modes[node])]
-        before = len(log.lines)
-        values[node] = EVAL[node.op](*args, **_tile_attrs(node, rows))
-        for line in log.lines[before:]:  # "Warning: <text> encountered in <name>"
-            text, name = line.removeprefix("Warning: ").rstrip("\n").split(" encountered in ")
-            seen[(i, name)] = seen.get((i, name), 0) | _FPE_BITS[text]
-        for x in node.inputs:
-            if last.get(x) == i:
-                values.pop(x, None)
-
-
-# --- the executable -----------------------------------------------------------------------
-
-class StagedExecutable:
-    """Runs a partition: whole stages by the reference rules, regions by
-    ``run_region``; values are dropped after the last stage that reads them.
-    The partition's graph is the plan's with every fused form unfused (the
-    CPU strategies run a form's composition: ``threads`` has no kernels for
-    the forms and ``native`` fuses the whole region anyway)."""
-
-    def __init__(self, plan: Plan, part: Partition, reductions: str = "reference"):
-        self.plan = plan
-        self.graph: Graph = part.graph
-        self.partition = part
-        self.reductions = check_mode(reductions)
-        self._whole = {node: reduction_kernel(node, _kernel(node), part.pixels, reductions,
-                                              self._run_blocks, tasks=2 * self.workers)
-                       for stage in part.stages if isinstance(stage, Outside)
-                       for node in stage.nodes}
-        self._release = _release_after(part)
-        self.static_liveness = None
-        self.measured_liveness = None
-
-    def __call__(self, *arrays):
-        env = dict(zip(self.graph.inputs, arrays))
-        for k, stage in enumerate(self.partition.stages):
-            if isinstance(stage, Outside):
-                for node in stage.nodes:
-                    env[node] = self._whole[node](*(_value(env, x) for x in node.inputs))
-            else:
-                self.run_region(k, stage, env)
-            for dead in self._release[k]:
-                env.pop(dead, None)
-        return tuple(_value(env, x) for x in self.graph.outputs)
-
-    def run_region(self, k: int, region: Region, env: dict) -> None:
-        raise NotImplementedError
-
-    def _run_blocks(self, work, count: int) -> None:
-        """The work units of a deterministic reduction, on the pool."""
-        run_tasks(work, count, self.workers)
-
-    def measure(self, *arrays):
-        """Runs once; live-buffer tracking is the reference strategy's."""
-        return self(*arrays)
-
-    def allocate_outputs(self, region: Region) -> list[np.ndarray]:
-        pixels = self.partition.pixels
-        return [np.empty((pixels, *n.shape[1:]), n.dtype) for n in region.outputs]
-
-
-def _value(env: dict, node: Node):
-    if node.op is Op.CONST:
-        return node.attrs["value"].value
-    return env[node]
-
-
-def _release_after(part: Partition) -> list[list[Node]]:
-    last: dict[Node, int] = {}
-    for k, stage in enumerate(part.stages):
-        nodes = stage.nodes
-        for node in nodes:
-            for x in node.inputs:
-                last[x] = k
-    keep = set(part.graph.outputs) | set(part.graph.inputs)
-    release: list[list[Node]] = [[] for _ in part.stages]
-    for node, k in last.items():
-        if node not in keep:
-            release[k].append(node)
-    return release
-
-
 class ThreadsExecutable(StagedExecutable):
-    strategy = "threads"
     forms_run = ("threads has no kernels for the forms: it unfuses them and runs the "
                  "composition in its tiles")
 
     def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None,
                  reductions: str = "reference"):
-        self.workers, self.workers_source = resolve_workers(workers)
-        super().__init__(plan, partition(unfuse(plan.graph)), reductions)
+        count, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph)), count, reductions)
         if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
             raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
                              f"tile_rows=4096, or leave it to the L2 cache size")
         self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers, tile_rows)
-                         for k, s in enumerate(self.partition.stages) if isinstance(s, Region)}
+                         for k, s in enumerate(self.partition.stages)
+                         if isinstance(s, RowRegion)}
         gil_free = {k: PROVIDER_LOOPS for k, r in self._runners.items() if r.planned_gil_free}
         self.plan = node_plan(plan, self.partition, PROVIDER, gil_free)
 
-    def run_region(self, k: int, region: Region, env: dict) -> None:
+    def run_region(self, k: int, region: RowRegion, env: dict) -> None:
         runner = self._runners[k]
         outs = self.allocate_outputs(region)
-        runner.run([_value(env, x) for x in region.row_inputs],
-                   [_value(env, x) for x in region.whole_inputs], outs)
+        runner.run([stage_value(env, x) for x in region.row_inputs],
+                   [stage_value(env, x) for x in region.whole_inputs], outs)
         env.update(zip(region.outputs, outs))
 
     def source(self) -> str:
@@ -849,33 +546,6 @@ class ThreadsExecutable(StagedExecutable):
 
 
 # --- capsules -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class NodePlan(Plan):
-    """A plan that binds capsules per node: the same op may run inside a
-    region under this strategy's capsule and whole under the reference's."""
-
-    by_node: dict = field(default_factory=dict)
-
-    def capsule_counts(self) -> list[tuple[Capsule, int]]:
-        counts = Counter(self.by_node.values())
-        return list(counts.items())
-
-
-def node_plan(plan: Plan, part: Partition, provider: str,
-              by_stage: dict[int, str] | None = None) -> NodePlan:
-    """The plan as run: nodes inside a region under ``provider``'s capsules
-    (or the provider ``by_stage`` names for that region's stage), the others
-    under the reference's."""
-    inside = {n: (by_stage or {}).get(k, provider) for k, stage in enumerate(part.stages)
-              if isinstance(stage, Region) for n in stage.nodes}
-    capsules = {}
-    for node in part.graph.nodes:
-        if node.op in (Op.INPUT, Op.CONST):
-            continue
-        capsules[node] = lookup(node.op, inside.get(node, NUMPY_PROVIDER))
-    return NodePlan(part.graph, plan.profile, plan.capsules, capsules)
-
 
 LOOP_CAPSULE_NAMES = {
     **{op: "{} strided loop on row tiles (GIL-free C driver)"
@@ -902,3 +572,14 @@ def _register_capsules() -> None:
 
 
 _register_capsules()
+
+
+CONTRACT = "bit-identical to reference"
+
+SPEC = register_strategy(StrategySpec(
+    name="threads", device="cpu", contract=CONTRACT,
+    profile=Profile("threads-cpu", "cpu", (*PROVIDERS, NUMPY_PROVIDER),
+                    frozenset({"checked", "reference"})),
+    memory=MemoryModel("tiled", "fused", marshal=True, tile_rows=default_tile_rows),
+    compiler=ThreadsExecutable, auto_priority=20,
+    options=frozenset({"workers", "tile_rows", "reductions"})))

@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen import driver as drv
-from ..codegen import unavailable_reason as compiler_reason
-from ..codegen.pixel import ROWS, WHOLE, Region
-from ..ir import EVAL, BackendUnavailableError, Node, Op, dtypes
-from ..ir.ops import LAYOUT
-from .liveness import VIEW_OPS
+from ...codegen import driver as drv
+from ...codegen import unavailable_reason as compiler_reason
+from ...codegen.pixel import ROWS, WHOLE, RowRegion
+from ...ir import EVAL, BackendUnavailableError, Node, Op, dtypes
+from ...ir.ops import LAYOUT
+from ..liveness import VIEW_OPS
 
 CALL_INFO = b"numpy_1.24_ufunc_call_info"
 PATH = "NumPy's strided loops, GIL-free C driver"
@@ -245,8 +245,19 @@ class TileOperands:
     scratch: list[Operand]
 
 
-def tile_steps(region: Region, hoisted: list[Node], assignment: dict, tile: TileOperands,
-               rows: int, tile_attrs) -> list[Step]:
+def tile_attrs(node: Node, rows: int) -> dict:
+    """The node's attributes for a tile of ``rows`` rows (the shape
+    attributes that carry the pixel count)."""
+    attrs = dict(node.attrs)
+    if node.op in (Op.BROADCAST, Op.RESHAPE):
+        attrs["shape"] = (rows, *attrs["shape"][1:])
+    elif node.op is Op.SLICE:
+        attrs["limit"] = (rows, *attrs["limit"][1:])
+    return attrs
+
+
+def tile_steps(region: RowRegion, hoisted: list[Node], assignment: dict, tile: TileOperands,
+               rows: int) -> list[Step]:
     """The steps of one tile, in tape order: the same walk as the Python
     tile program (``threads.generate_tile``), views applied by EVAL to the
     tile's arrays and every other node one step into its scratch or output."""
@@ -371,7 +382,7 @@ class Program:
     def run_tiles(self, chunk: int, first: int, last: int, bases: np.ndarray,
                   fpe: np.ndarray, stop) -> None:
         """Tiles ``[first, last)`` of slice ``chunk``; the driver returns early
-        once ``stop`` (``threads.Stop``) is set."""
+        once ``stop`` (``pool.Stop``) is set."""
         failed = drv.load_driver().run(self.steps, self.slices[chunk:chunk + 1], first, last,
                                        bases, fpe, stop.address)
         if failed:

@@ -14,7 +14,7 @@ Floating-point errors follow the caller's ``np.errstate`` as on the
 reference: every kernel call returns the flags its rows raised (``host``);
 where one that the error state does not ignore was raised, those rows are
 run again by the reference rules for NumPy's own warnings, callbacks or
-``FloatingPointError`` (``threads.replay_errors``; the kernel's outputs
+``FloatingPointError`` (``fpe.replay_errors``; the kernel's outputs
 stand). Comparisons in the kernels are quiet, so NaN inputs raise nothing
 NumPy would not.
 """
@@ -26,26 +26,19 @@ import re
 
 import numpy as np
 
-from .. import codegen
-from ..codegen.pixel import Region, partition
-from ..ir import Op
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
-from ..transforms.fusion import unfuse
-from .capsules import Capsule, NumericalPolicy, register
-from .planning import Plan
-from .threads import (
-    SLICE_ROWS,
-    StagedExecutable,
-    _value,
-    node_plan,
-    replay_errors,
-    resolve_workers,
-    run_tasks,
-    split,
-    stop_flag,
-    sub_slices,
-    watched_flags,
-)
+from ... import codegen
+from ...codegen.pixel import RowRegion, partition
+from ...ir import Op
+from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
+from ...transforms.fusion import unfuse
+from ..capsules import Capsule, NumericalPolicy, register
+from ..numerics import NATIVE_ULP_BOUND
+from ..planning import Plan, Profile
+from ..strategies import MemoryModel, StrategySpec, register_strategy
+from .fpe import replay_errors, watched_flags
+from .numpy_rules import NUMPY_PROVIDER
+from .pool import SLICE_ROWS, resolve_workers, run_tasks, split, stop_flag, sub_slices
+from .staged import StagedExecutable, node_plan, stage_value
 
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
@@ -56,19 +49,8 @@ FPE_POLICY = ("each kernel call clears the flags and returns those its rows rais
               "are run again by the reference rules, for NumPy's own warnings or "
               "FloatingPointError, once per op in tape order; the kernel's outputs are kept")
 
-ULP_BOUND = {
-    Op.CBRT: 5, Op.EXP: 5, Op.EXP2: 4, Op.EXPM1: 4, Op.LOG: 7, Op.LOG2: 3, Op.LOG10: 3,
-    Op.LOG1P: 3, Op.SIN: 4, Op.COS: 4, Op.TAN: 4, Op.ASIN: 3, Op.ACOS: 3, Op.ATAN: 3,
-    Op.SINH: 4, Op.COSH: 3, Op.TANH: 3, Op.ASINH: 4, Op.ACOSH: 2, Op.ATANH: 3,
-    Op.POW: 2, Op.ATAN2: 4,
-}
-"""Largest distance, in ulp, between this strategy's transcendental and the
-reference's (NumPy's) over each function's domain, float32 and float64;
-measured by ``tests/test_native.py``, which asserts it, with glibc 2.36
-libm/libmvec against NumPy 2.4's SIMD loops on two x86-64 machines: one with
-AVX-512 and one with AVX2 only (AMD EPYC). Each runs other vector variants of
-both libraries; each bound is the larger measurement plus one ulp of headroom
-(docs/cpu.md lists both machines' figures)."""
+ULP_BOUND = NATIVE_ULP_BOUND
+"""This strategy's measured ulp bound per transcendental (``numerics``)."""
 
 
 def _supports(node, modes) -> bool:
@@ -76,14 +58,14 @@ def _supports(node, modes) -> bool:
 
 
 class NativeExecutable(StagedExecutable):
-    strategy = "native"
     forms_run = ("native inlines each form's body into the generated C, where the whole "
                  "row region is one fused loop")
 
     def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False,
                  reductions: str = "reference"):
-        self.workers, self.workers_source = resolve_workers(workers)
-        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports), reductions)
+        count, self.workers_source = resolve_workers(workers)
+        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports), count,
+                         reductions)
         self.contract = bool(contract)
         self.compiler = codegen.current_compiler()
         self._kernels = self._compile()
@@ -94,7 +76,7 @@ class NativeExecutable(StagedExecutable):
         stem = re.sub(r"\W", "_", self.graph.name) or "f"
         pairs = {}
         for k, stage in enumerate(self.partition.stages):
-            if isinstance(stage, Region):
+            if isinstance(stage, RowRegion):
                 body = codegen.emit_body(f"isk_{stem}_r{k}_point", stage, self.graph.index,
                                          stage.modes)
                 pairs[k] = (body, f"isk_{stem}_r{k}")
@@ -113,9 +95,9 @@ class NativeExecutable(StagedExecutable):
             kernels[k] = (body, fn)
         return kernels
 
-    def run_region(self, k: int, region: Region, env: dict) -> None:
+    def run_region(self, k: int, region: RowRegion, env: dict) -> None:
         body, fn = self._kernels[k]
-        arrays = [np.ascontiguousarray(_value(env, x), dtype=x.dtype)
+        arrays = [np.ascontiguousarray(stage_value(env, x), dtype=x.dtype)
                   for x in (*body.row_inputs, *body.whole_inputs)]
         outs = self.allocate_outputs(region)
         flagged = self._run_kernel(fn, [a.ctypes.data for a in (*arrays, *outs)])
@@ -143,14 +125,14 @@ class NativeExecutable(StagedExecutable):
         run_tasks(work, len(slices), self.workers)
         return [f for found in flagged for f in found]
 
-    def _diagnose(self, region: Region, env: dict, flagged: list) -> None:
+    def _diagnose(self, region: RowRegion, env: dict, flagged: list) -> None:
         """NumPy's warnings or FloatingPointError for the rows whose flags the
         caller's ``np.errstate`` does not ignore (none: nothing to do)."""
         watched = watched_flags() if flagged else 0
         ranges = [(a, b) for a, b, status in flagged if status & watched]
         if ranges:
-            replay_errors(region, [_value(env, x) for x in region.row_inputs],
-                          [_value(env, x) for x in region.whole_inputs], ranges)
+            replay_errors(region, [stage_value(env, x) for x in region.row_inputs],
+                          [stage_value(env, x) for x in region.whole_inputs], ranges)
 
     def source(self) -> str:
         return self._source
@@ -210,3 +192,14 @@ def _register_capsules() -> None:
 
 
 _register_capsules()
+
+
+CONTRACT = "bit-identical to reference for IEEE basic ops; transcendentals ulp-bounded"
+
+SPEC = register_strategy(StrategySpec(
+    name="native", device="cpu", contract=CONTRACT,
+    profile=Profile("native-cpu", "cpu", (PROVIDER, NUMPY_PROVIDER),
+                    frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
+    memory=MemoryModel("fused", "fused", marshal=True),
+    compiler=NativeExecutable, auto_priority=30,
+    options=frozenset({"workers", "contract", "reductions"})))

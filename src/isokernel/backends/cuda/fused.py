@@ -14,20 +14,33 @@ composition, and the report counts both.
 
 from __future__ import annotations
 
-from .cuda_eager import FORM_PROVIDER, PROVIDERS, CudaEagerExecutable, device_report_lines
+from ...codegen import nvrtc
+from ..planning import Profile
+from ..strategies import MemoryModel, StrategySpec, register_strategy
+from .capsules import CUDA_TRUST, FORM_PROVIDER, PROVIDERS
+from .executor import OpByOpExecutable, device_report_lines
 
 PROFILE_PROVIDERS = (FORM_PROVIDER, *PROVIDERS)
+CONTRACT = "bit-identical to cuda-eager"
 
 
-class CudaFusedExecutable(CudaEagerExecutable):
-    strategy = "cuda-fused"
+class CudaFusedExecutable(OpByOpExecutable):
     fused_kernels = True
     forms_run = ("cuda-fused runs each form as one kernel (its body in registers, "
                  "--fmad=false), or as its composition where the body is not one row region")
 
     def report_lines(self) -> list[tuple[str, str]]:
         ex = self.ex
-        lines = device_report_lines(ex, len(ex._elementwise), "elementwise")
+        lines = device_report_lines(ex, len(ex.elementwise_sources()), "elementwise")
         lines.append(("forms", f"{ex.forms_as_kernels} form call(s) as one kernel, "
                                f"{ex.forms_as_composition} as their composition, so far"))
         return lines
+
+
+SPEC = register_strategy(StrategySpec(
+    name="cuda-fused", device="cuda", contract=CONTRACT,
+    profile=Profile("cuda-fused", "cuda", PROFILE_PROVIDERS, CUDA_TRUST,
+                    probe=nvrtc.unavailable_reason),
+    memory=MemoryModel("eager", "eager"),
+    compiler=CudaFusedExecutable, auto_priority=20,
+    options=frozenset({"device", "reductions"})))

@@ -1,5 +1,6 @@
 """Device buffers of the GPU strategies: an exact-size reuse cache with a
-byte cap, and its telemetry (cuda-runtime chapter §5.3.14).
+byte cap, and its telemetry (the cuda-runtime chapter's bounded device
+reuse cache, ``reference/cuda-runtime-chapter.txt``).
 
 Every buffer a GPU strategy allocates (results, intermediates, contiguous
 copies, uploaded inputs) comes from ``ReuseCache.acquire`` and goes back on
@@ -27,7 +28,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .liveness import format_bytes
+from ..liveness import format_bytes
 
 CAP_VARIABLE = "ISOKERNEL_CUDA_CACHE_CAP_BYTES"
 ALIGN = 256  # cudaMalloc's alignment: sizes are rounded up to it

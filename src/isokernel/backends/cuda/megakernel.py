@@ -19,33 +19,29 @@ shape; a kernel that cannot take it is refused with its limit).
 
 from __future__ import annotations
 
-from ..codegen import cuda as cg
-from ..codegen.pixel import Region
-from ..ir import Op
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
-from ..transforms.fusion import unfuse
-from .capsules import Capsule, NumericalPolicy, register
-from .cuda_eager import (
-    BASIC,
-    EXACT,
-    LIBDEVICE,
-    SUBNORMALS,
-    ULP_BOUND,
-    DeviceExecutor,
-    device_node_plan,
-    device_report_lines,
-    run_region,
-)
-from .cuda_eager import PROVIDERS as EAGER_PROVIDERS
-from .planning import Plan
+from collections.abc import Sequence
+
+from ...codegen import cuda as cg
+from ...codegen import nvrtc
+from ...codegen.pixel import RowRegion
+from ...ir import Op
+from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
+from ...transforms.fusion import unfuse
+from ..capsules import Capsule, NumericalPolicy, register
+from ..executable import ExecutableBase
+from ..numerics import CUDA_ULP_BOUND
+from ..planning import Plan, Profile
+from ..strategies import MemoryModel, StrategySpec, register_strategy
+from .capsules import BASIC, CUDA_TRUST, EXACT, LIBDEVICE, SUBNORMALS
+from .capsules import PROVIDERS as EAGER_PROVIDERS
+from .executor import DeviceExecutor, device_node_plan, device_report_lines, run_region
 
 PROVIDER = "cuda-region"
 PROVIDER_FMA = "cuda-region-fma"
+CONTRACT = "bit-identical to cuda-eager (FMA contraction off)"
 
 
-class CudaMegakernelExecutable:
-    strategy = "cuda-megakernel"
-
+class CudaMegakernelExecutable(ExecutableBase):
     forms_run = ("cuda-megakernel inlines each form's body into the region kernel, where the "
                  "whole row region is one fused loop")
 
@@ -70,16 +66,14 @@ class CudaMegakernelExecutable:
         self._release = _release_after(self.partition)
         inside = {n for r in self.partition.regions for n in r.nodes}
         provider = PROVIDER_FMA if self.contract else PROVIDER
-        self.plan = device_node_plan(plan, self.graph, inside, provider, False)
-        self.static_liveness = None
-        self.measured_liveness = None
+        super().__init__(device_node_plan(plan, self.graph, inside, provider, False))
 
-    def __call__(self, *arrays):
+    def call_flat(self, arrays: Sequence) -> tuple:
         ex = self.ex
         with ex.rt.activate():
             env = dict(zip(self.graph.inputs, ex.bring(arrays)))
             for k, stage in enumerate(self.partition.stages):
-                if isinstance(stage, Region):
+                if isinstance(stage, RowRegion):
                     self._run_region(stage, env)
                 else:
                     for node in stage.nodes:
@@ -88,14 +82,11 @@ class CudaMegakernelExecutable:
                     env.pop(dead, None)
             return tuple(ex.value(x, env) for x in self.graph.outputs)
 
-    def _run_region(self, region: Region, env: dict) -> None:
+    def _run_region(self, region: RowRegion, env: dict) -> None:
         kernel = self._by_stage[id(region)]
         outs = run_region(self.ex, kernel, self.kernels, lambda x: self.ex.value(x, env),
                           self.partition.pixels)
         env.update(zip(kernel.body.outputs, outs))
-
-    def measure(self, *arrays):
-        return self(*arrays)
 
     def source(self) -> str:
         return self.module.source
@@ -138,10 +129,11 @@ def _release_after(part) -> list[list]:
 
 def _policy(op: Op, contract: bool) -> NumericalPolicy:
     contraction = "on (--fmad=true: FMA allowed)" if contract else "off (--fmad=false)"
-    if op in ULP_BOUND:
+    if op in CUDA_ULP_BOUND:
         return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
-                               math_library=f"{LIBDEVICE}; stated bound {ULP_BOUND[op]} ulp vs "
-                                            f"reference, the bits of cuda-eager")
+                               math_library=f"{LIBDEVICE}; stated bound "
+                                            f"{CUDA_ULP_BOUND[op]} ulp vs reference, the bits "
+                                            f"of cuda-eager")
     if op in REDUCE:
         return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
                                reduction_order="NumPy's order, unrolled (<= 7 elements)",
@@ -161,3 +153,12 @@ def _register_capsules() -> None:
 _register_capsules()
 
 PROFILE_PROVIDERS = (PROVIDER, *EAGER_PROVIDERS)
+
+
+SPEC = register_strategy(StrategySpec(
+    name="cuda-megakernel", device="cuda", contract=CONTRACT,
+    profile=Profile("cuda-megakernel", "cuda", PROFILE_PROVIDERS, CUDA_TRUST,
+                    probe=nvrtc.unavailable_reason),
+    memory=MemoryModel("fused", "fused"),
+    compiler=CudaMegakernelExecutable, auto_priority=30,
+    options=frozenset({"contract", "block_size", "device", "reductions"})))

@@ -1,49 +1,37 @@
-"""The ``cuda-eager`` strategy: one device operation per node, in tape
-order, every buffer on the GPU and released after its last use.
+"""What the GPU strategies share to run a graph: ``CUPY``, the rule table of
+this interpretation (one device operation per node), the ``DeviceExecutor``
+holding the runtime, uploaded constants and the kernels built so far, the
+launch of one region kernel, ``OpByOpExecutable`` (the run of ``cuda-eager``
+and ``cuda-fused``), the plan as run and the device report lines.
 
-``CUPY`` is this interpretation's rule table. Elementwise ops launch the
-kernel ``codegen.cuda.elementwise_kernel`` makes from the shared C body, so
-a node computes on the GPU with exactly the expression the megakernel
-inlines (NVRTC, ``--fmad=false``, IEEE division and square root, subnormals
-kept): IEEE basic operations give NumPy's bits, transcendentals call CUDA's
-libdevice. Reductions run isokernel's deterministic kernels in NumPy's
-order (``codegen.reduce``); layout ops are CuPy views and copies; the matrix
-product is ``cupy.matmul`` (cuBLAS). Nothing goes through the host: inputs
-given as NumPy arrays are uploaded once per call, and the report says so.
-
-Contract: ulp-bounded against ``reference`` (IEEE basic operations, casts,
-comparisons, selects and sums of C-contiguous operands bit-identical;
-transcendentals within the bound in each capsule); bit-identical under
-portable numerics, which uses basic operations only.
+Elementwise ops launch the kernel ``codegen.cuda.elementwise_kernel`` makes
+from the shared C body, so a node computes on the GPU with exactly the
+expression the megakernel inlines (NVRTC, ``--fmad=false``, IEEE division and
+square root, subnormals kept). Reductions run isokernel's deterministic
+kernels in NumPy's order (``codegen.reduce``); layout ops are CuPy views and
+copies; the matrix product is ``cupy.matmul`` (cuBLAS).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..codegen import cuda as cg
-from ..codegen.c_expr import C_EXPR, MATH, Ctx
-from ..codegen.pixel import pixel_count
-from ..codegen.reduce import pairwise_tree
-from ..codegen.reduce import plan as reduce_plan
-from ..ir import Op, PlanningError, dtypes
-from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
-from .capsules import Capsule, NumericalPolicy, lookup, register
-from .liveness import release_schedule, static_liveness
-from .native import ULP_BOUND as NATIVE_ULP
-from .planning import Plan
-from .reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
-
-PROVIDER = "cuda-kernel"
-REDUCE_PROVIDER = "cuda-reduce"
-LAYOUT_PROVIDER = "cupy-layout"
-BLAS_PROVIDER = "cublas"
-TEXTURE_PROVIDER = "cuda-texture"
-FORM_PROVIDER = "cuda-fused-form"
-PROVIDERS = (PROVIDER, REDUCE_PROVIDER, LAYOUT_PROVIDER, BLAS_PROVIDER)
-
+from ...codegen import cuda as cg
+from ...codegen.c_expr import C_EXPR, Ctx
+from ...codegen.pixel import pixel_count
+from ...codegen.reduce import pairwise_tree
+from ...codegen.reduce import plan as reduce_plan
+from ...ir import Op, PlanningError, dtypes
+from ...ir.ops import ELEMENTWISE, REDUCE
+from ..capsules import lookup
+from ..executable import ExecutableBase
+from ..liveness import release_schedule, static_liveness
+from ..planning import NodePlan, Plan
+from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
+from .capsules import FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
 
 # --- the rules ----------------------------------------------------------------------------
 
@@ -282,7 +270,8 @@ CUPY = {
 node, *operands) -> device array``."""
 
 
-# --- the executable -----------------------------------------------------------------------
+
+# --- the executor -----------------------------------------------------------------------
 
 NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result here (integer "
              "power raises for negative exponents in NumPy, which a kernel cannot). Nothing was "
@@ -316,7 +305,7 @@ class DeviceExecutor:
                  reductions: str = "reference", fused_kernels: bool = False):
         refuse_unsupported(graph)
         if runtime is None:
-            from .cuda_runtime import runtime as get_runtime
+            from .runtime import runtime as get_runtime
             runtime = get_runtime(_current_device() if device is None else device)
         self.rt = runtime
         self.graph = graph
@@ -339,6 +328,10 @@ class DeviceExecutor:
             spec = cg.elementwise_kernel(node.op, dict(node.attrs), operands, node.dtype, kinds)
             found = self._elementwise[key] = (spec, self.rt.elementwise_kernel(spec))
         return found
+
+    def elementwise_sources(self) -> list[str]:
+        """The CUDA source of every elementwise kernel built so far."""
+        return [spec.source for spec, _ in self._elementwise.values()]
 
     def reduction(self, op: Op, dtype):
         key = (op, np.dtype(dtype))
@@ -417,21 +410,23 @@ def _current_device() -> int:
     return int(cupy.cuda.Device().id)
 
 
-class CudaEagerExecutable:
-    strategy = "cuda-eager"
+class OpByOpExecutable(ExecutableBase):
+    """Runs a graph one device operation per node (``CUPY``), in tape order,
+    every buffer released after its last use. ``fused_kernels``: fused forms
+    run as one kernel each where the form allows (``cuda-fused``), else as
+    their body, op by op (``cuda-eager``)."""
+
     fused_kernels = False
-    forms_run = "cuda-eager runs each form as its body, one kernel per op (the composition)"
 
     def __init__(self, plan: Plan, runtime=None, device: int | None = None,
                  reductions: str = "reference"):
         self.graph = plan.graph
         self.ex = DeviceExecutor(self.graph, runtime, device, reductions, self.fused_kernels)
-        self.plan = device_node_plan(plan, self.graph, set(), None, self.fused_kernels)
+        super().__init__(device_node_plan(plan, self.graph, set(), None, self.fused_kernels))
         self._frees = release_schedule(self.graph)
         self.static_liveness = static_liveness(self.graph)
-        self.measured_liveness = None
 
-    def __call__(self, *arrays):
+    def call_flat(self, arrays: Sequence) -> tuple:
         ex = self.ex
         with ex.rt.activate():
             env = dict(zip(self.graph.inputs, ex.bring(arrays)))
@@ -442,17 +437,14 @@ class CudaEagerExecutable:
                     env.pop(dead, None)
             return tuple(ex.value(x, env) for x in self.graph.outputs)
 
-    def measure(self, *arrays):
-        return self(*arrays)
-
     def source(self) -> str:
-        kernels = [spec.source for spec, _ in self.ex._elementwise.values()]
+        kernels = self.ex.elementwise_sources()
         if not kernels:
             return "// no elementwise kernel has run yet: call the function first\n"
         return "\n".join(kernels)
 
     def report_lines(self) -> list[tuple[str, str]]:
-        return device_report_lines(self.ex, len(self.ex._elementwise), "elementwise")
+        return device_report_lines(self.ex, len(self.ex.elementwise_sources()), "elementwise")
 
 
 def device_node_plan(plan: Plan, graph, inside: set, region_provider: str | None,
@@ -461,8 +453,6 @@ def device_node_plan(plan: Plan, graph, inside: set, region_provider: str | None
     hardware-mode look-up under the texture capsule; a fused form under the
     form-kernel capsule where the strategy has form kernels; every other
     node under the eager strategy's capsule of its op."""
-    from .threads import NodePlan
-
     capsules = {}
     for node in graph.nodes:
         if node.op in (Op.INPUT, Op.CONST):
@@ -492,90 +482,3 @@ def device_report_lines(ex: DeviceExecutor, kernels: int, what: str) -> list:
                             f"{stats.cache_bytes} B cached for reuse (cap "
                             f"{stats.cap_bytes or 'unbounded'}; {stats.cap_source})"))
     return lines
-
-
-# --- capsules -----------------------------------------------------------------------------
-
-CUDA_DOC_ULP = {
-    Op.CBRT: 1, Op.EXP: 2, Op.EXP2: 2, Op.EXPM1: 1, Op.LOG: 1, Op.LOG2: 1, Op.LOG10: 2,
-    Op.LOG1P: 1, Op.SIN: 2, Op.COS: 2, Op.TAN: 4, Op.ASIN: 2, Op.ACOS: 2, Op.ATAN: 2,
-    Op.SINH: 3, Op.COSH: 2, Op.TANH: 2, Op.ASINH: 3, Op.ACOSH: 4, Op.ATANH: 3,
-    Op.POW: 4, Op.ATAN2: 3,
-}
-"""Maximum error of CUDA's libdevice functions in ulp of the exact result,
-worst of float32 and float64 (CUDA C++ Programming Guide, "Mathematical
-Functions"; no fast-math)."""
-
-ULP_BOUND = {op: CUDA_DOC_ULP[op] + NATIVE_ULP[op] + 2 for op in CUDA_DOC_ULP}
-"""Stated distance, in ulp, from the reference (NumPy's ufunc loops): CUDA's
-documented error, plus NumPy's distance from glibc as ``native`` measured
-it, plus 2 for glibc's own error. Derived, not yet measured on a GPU:
-``scripts/gpu-check`` measures each function and checks it against this."""
-
-LIBDEVICE = "CUDA libdevice (NVRTC, no fast-math)"
-BASIC = "IEEE basic operation in CUDA C, bit-identical to NumPy"
-SUBNORMALS = "preserved (--ftz=false)"
-
-
-EXACT = {
-    Op.LDEXP: "exact scaleB in CUDA C (the shared branch-free C), bit-identical to numpy.ldexp",
-    Op.LOGB: "exponent bits in CUDA C, bit-identical to the reference's frexp",
-    Op.COPYSIGN: "sign bit (CUDA copysign), bit-identical to numpy.copysign",
-    Op.TABLE_LOOKUP: "exact mode: the reference's clamp-floor-lerp in CUDA C over the table in "
-                     "device memory, bit-identical to the reference",
-}
-HARDWARE_TABLE = ("hardware mode: texture-unit linear filtering over float32 texels; the blend "
-                  "weight is 9-bit fixed point (8 fractional bits), so |error| <= "
-                  "|v[i+1] - v[i]|/256 plus float32 rounding of the texels (stated; measured "
-                  "by scripts/gpu-check); never bit-reproducible")
-
-
-def _kernel_policy(op: Op) -> NumericalPolicy:
-    if op in ULP_BOUND:
-        return NumericalPolicy(subnormals=SUBNORMALS,
-                               math_library=f"{LIBDEVICE} {MATH[op]}; stated bound "
-                                            f"{ULP_BOUND[op]} ulp vs reference (derived, "
-                                            f"measured by scripts/gpu-check)")
-    return NumericalPolicy(subnormals=SUBNORMALS, math_library=EXACT.get(op, BASIC))
-
-
-REDUCTION_ORDER = ("NumPy's order for C-contiguous operands (pairwise along a trailing run of "
-                   "reduced axes, in order across the others; prod a left fold), fixed from "
-                   "run to run")
-
-
-def _register_capsules() -> None:
-    for op in (*ELEMENTWISE, *TABLE):
-        kind = "libdevice call" if op in TRANSCENDENTAL else "C expression"
-        register(Capsule(f"isokernel CUDA kernel ({kind})", op, PROVIDER, "cuda", "checked",
-                         "isokernel-graph", _kernel_policy(op)))
-    register(Capsule("texture object (CuPy) with linear filtering", Op.TABLE_LOOKUP,
-                     TEXTURE_PROVIDER, "cuda", "checked", "isokernel-graph",
-                     NumericalPolicy(subnormals="implementation-defined (texture unit)",
-                                     math_library=HARDWARE_TABLE)))
-    register(Capsule("fused form as its composition (one kernel per op)", Op.FUSED, PROVIDER,
-                     "cuda", "checked", "isokernel-graph",
-                     NumericalPolicy(subnormals=SUBNORMALS, math_library="the body's ops")))
-    register(Capsule("fused form as one kernel (its body through the shared emitter)",
-                     Op.FUSED, FORM_PROVIDER, "cuda", "checked", "isokernel-graph",
-                     NumericalPolicy(subnormals=SUBNORMALS,
-                                     math_library="the body's ops in one pass, --fmad=false: "
-                                                  "bit-identical to the composition")))
-    for op in REDUCE:
-        register(Capsule("isokernel deterministic reduction", op, REDUCE_PROVIDER, "cuda",
-                         "checked", "isokernel-graph",
-                         NumericalPolicy(subnormals=SUBNORMALS, reduction_order=REDUCTION_ORDER,
-                                         math_library=BASIC)))
-    for op in LAYOUT:
-        register(Capsule(f"cupy {op.value} (view or device copy)", op, LAYOUT_PROVIDER, "cuda",
-                         "checked", "isokernel-graph",
-                         NumericalPolicy(math_library="data movement only (exact)")))
-    register(Capsule("cupy.matmul (cuBLAS)", Op.DOT_GENERAL, BLAS_PROVIDER, "cuda", "trusted",
-                     "isokernel-graph",
-                     NumericalPolicy(subnormals="implementation-defined",
-                                     contraction="implementation-defined (cuBLAS uses FMA)",
-                                     reduction_order="implementation-defined (cuBLAS algorithm)",
-                                     math_library="cuBLAS via CuPy (TF32 only if CUPY_TF32=1)")))
-
-
-_register_capsules()

@@ -10,27 +10,29 @@ peak that ``static_liveness`` computes.
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..codegen.pixel import pixel_count
-from ..ir import EVAL, Graph, Op
-from ..ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
-from .capsules import Capsule, NumericalPolicy, register
-from .liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
-from .planning import Plan
-from .reductions import check_mode
-from .reductions import kernel as reduction_kernel
+from ...codegen.pixel import pixel_count
+from ...ir import Graph, Op
+from ..executable import ExecutableBase
+from ..liveness import VIEW_OPS, Liveness, MeasuringTracker, release_schedule, static_liveness
+from ..planning import Plan, Profile
+from ..reductions import check_mode
+from ..reductions import kernel as reduction_kernel
+from ..strategies import MemoryModel, StrategySpec, register_strategy
+from .numpy_rules import NUMPY_PROVIDER, eval_kernel
 
-PROVIDER = "numpy"
+PROVIDER = NUMPY_PROVIDER
+CONTRACT = "the oracle: NumPy, node by node, buffers freed after last use"
 
 
 def generate_python(graph: Graph, instrument: bool = False,
                     kernel_of=None) -> tuple[str, dict]:
     """Source of ``run(<inputs>)`` and the globals it needs; ``kernel_of(node)``
     gives each node's function (default: its EVAL rule)."""
-    kernel_of = kernel_of or _kernel
+    kernel_of = kernel_of or eval_kernel
     env: dict = {}
     name = {}
     params = [f"v{graph.index(x)}" for x in graph.inputs]
@@ -74,12 +76,7 @@ def _is_const_view(node) -> bool:
 def _constant_value(node):
     if node.op is Op.CONST:
         return node.attrs["value"].value
-    return _kernel(node)(*(_constant_value(x) for x in node.inputs))
-
-
-def _kernel(node):
-    rule = EVAL[node.op]
-    return functools.partial(rule, **node.attrs) if node.attrs else rule
+    return eval_kernel(node)(*(_constant_value(x) for x in node.inputs))
 
 
 def _compile_python(graph: Graph, instrument: bool, kernel_of=None):
@@ -89,27 +86,27 @@ def _compile_python(graph: Graph, instrument: bool, kernel_of=None):
     return env["run"], source
 
 
-class ReferenceExecutable:
+class ReferenceExecutable(ExecutableBase):
     """Runs a planned graph by the EVAL rules."""
 
-    strategy = "reference"
     forms_run = "reference runs each form as its body, op by op (the EVAL rule)"
 
     def __init__(self, plan: Plan, reductions: str = "reference"):
-        self.plan = plan
+        super().__init__(plan)
         self.graph = plan.graph
         self.reductions = check_mode(reductions)
         pixels = pixel_count(self.graph)
-        self._kernel_of = lambda node: reduction_kernel(node, _kernel(node), pixels, reductions)
+        self._kernel_of = lambda node: reduction_kernel(node, eval_kernel(node), pixels,
+                                                        reductions)
         self._run, self._source = _compile_python(self.graph, False, self._kernel_of)
         self._measuring = None
         self.static_liveness = static_liveness(self.graph)
         self.measured_liveness: Liveness | None = None
 
-    def __call__(self, *arrays):
+    def call_flat(self, arrays: Sequence) -> tuple:
         return self._run(*arrays)
 
-    def measure(self, *arrays):
+    def measure(self, arrays: Sequence) -> tuple:
         """Run once while tracking every live buffer; returns the outputs and
         stores the measured peak in ``measured_liveness``."""
         if self._measuring is None:
@@ -123,57 +120,8 @@ class ReferenceExecutable:
         return self._source
 
 
-_BASIC = NumericalPolicy()
-_PAIRWISE = NumericalPolicy(reduction_order="numpy add.reduce: pairwise along a contiguous "
-                                            "axis, sequential across others")
-_EXACT_ORDER = NumericalPolicy(reduction_order="order-independent (exact)")
-_BLAS = NumericalPolicy(contraction="implementation-defined (BLAS kernels may use FMA)",
-                        reduction_order="implementation-defined (BLAS blocking)",
-                        math_library=f"NumPy matmul over {np.__name__} BLAS")
-
-
-def _mathlib() -> NumericalPolicy:
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-        simd = "+".join(k for k in ("AVX512F", "AVX2", "FMA3", "NEON") if features.get(k))
-    except ImportError:  # pragma: no cover - older NumPy layout
-        simd = "unknown"
-    return NumericalPolicy(math_library=f"NumPy {np.__version__} ufunc loops "
-                                        f"(SIMD dispatch on this CPU: {simd or 'none'})")
-
-
-def _policy(op: Op) -> NumericalPolicy:
-    if op in TRANSCENDENTAL:
-        return _mathlib()
-    if op in (Op.REDUCE_SUM, Op.REDUCE_PROD):
-        return _PAIRWISE
-    if op in (Op.REDUCE_MAX, Op.REDUCE_MIN):
-        return _EXACT_ORDER
-    if op is Op.DOT_GENERAL:
-        return _BLAS
-    return _BASIC
-
-
-_NAMES = {
-    Op.REDUCE_SUM: "numpy.sum", Op.REDUCE_PROD: "numpy.prod", Op.REDUCE_MAX: "numpy.max",
-    Op.REDUCE_MIN: "numpy.min", Op.RESHAPE: "numpy.reshape", Op.BROADCAST: "numpy.broadcast_to",
-    Op.TRANSPOSE: "numpy.transpose", Op.SLICE: "numpy.ndarray.__getitem__",
-    Op.PAD: "numpy.full+__setitem__", Op.REV: "numpy.flip", Op.CONCATENATE: "numpy.concatenate",
-    Op.DOT_GENERAL: "numpy.matmul", Op.CAST: "numpy.ndarray.astype",
-    Op.LDEXP: "numpy.ldexp", Op.LOGB: "numpy.frexp (exponent - 1)",
-    Op.TABLE_LOOKUP: "isokernel table_lookup (clamp, floor, lerp)",
-    Op.FUSED: "isokernel fused form (its body, op by op)",
-}
-
-
-def _register_capsules() -> None:
-    for op, rule in EVAL.items():
-        if op is Op.CONST or op in TRANSFORM_ONLY:  # jit strips those before planning
-            continue
-        name = _NAMES.get(op) or f"numpy.{rule.__name__}"
-        register(Capsule(name=name, op=op, provider=PROVIDER, device="cpu",
-                         trust="reference", vjp_mode="isokernel-graph",
-                         numerical_policy=_policy(op)))
-
-
-_register_capsules()
+SPEC = register_strategy(StrategySpec(
+    name="reference", device="cpu", contract=CONTRACT,
+    profile=Profile("reference-cpu", "cpu", (NUMPY_PROVIDER,), frozenset({"reference"})),
+    memory=MemoryModel("eager", "eager"),
+    compiler=ReferenceExecutable, auto_priority=10, options=frozenset({"reductions"})))

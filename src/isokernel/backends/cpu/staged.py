@@ -1,0 +1,104 @@
+"""What ``threads`` and ``native`` share to run a partitioned graph: the
+staged executor (whole stages by the reference rules, row regions by the
+strategy), the value of a node in a run, and the plan as run, with capsules
+bound per node."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...codegen.pixel import Outside, Partition, RowRegion
+from ...ir import Graph, Node, Op
+from ..capsules import lookup
+from ..executable import ExecutableBase
+from ..planning import NodePlan, Plan
+from ..reductions import check_mode
+from ..reductions import kernel as reduction_kernel
+from .numpy_rules import NUMPY_PROVIDER, eval_kernel
+from .pool import run_tasks
+
+
+class StagedExecutable(ExecutableBase):
+    """Runs a partition: whole stages by the reference rules, regions by
+    ``run_region``; values are dropped after the last stage that reads them.
+    The partition's graph is the plan's with every fused form unfused (the
+    CPU strategies run a form's composition: ``threads`` has no kernels for
+    the forms and ``native`` fuses the whole region anyway). ``workers``:
+    the pool's worker count, which also runs deterministic reductions."""
+
+    def __init__(self, plan: Plan, part: Partition, workers: int,
+                 reductions: str = "reference"):
+        super().__init__(plan)
+        self.workers = workers
+        self.graph: Graph = part.graph
+        self.partition = part
+        self.reductions = check_mode(reductions)
+        self._whole = {node: reduction_kernel(node, eval_kernel(node), part.pixels, reductions,
+                                              self._run_blocks, tasks=2 * workers)
+                       for stage in part.stages if isinstance(stage, Outside)
+                       for node in stage.nodes}
+        self._release = release_after(part)
+
+    def call_flat(self, arrays: Sequence) -> tuple:
+        env = dict(zip(self.graph.inputs, arrays))
+        for k, stage in enumerate(self.partition.stages):
+            if isinstance(stage, Outside):
+                for node in stage.nodes:
+                    env[node] = self._whole[node](*(stage_value(env, x) for x in node.inputs))
+            else:
+                self.run_region(k, stage, env)
+            for dead in self._release[k]:
+                env.pop(dead, None)
+        return tuple(stage_value(env, x) for x in self.graph.outputs)
+
+    @abstractmethod
+    def run_region(self, k: int, region: RowRegion, env: dict) -> None:
+        """Compute ``region`` (stage ``k``) over the pixel rows into ``env``."""
+
+    def _run_blocks(self, work, count: int) -> None:
+        """The work units of a deterministic reduction, on the pool."""
+        run_tasks(work, count, self.workers)
+
+    def allocate_outputs(self, region: RowRegion) -> list[np.ndarray]:
+        pixels = self.partition.pixels
+        return [np.empty((pixels, *n.shape[1:]), n.dtype) for n in region.outputs]
+
+
+def stage_value(env: dict, node: Node):
+    """A node's value in a staged run (constants are read from the node)."""
+    if node.op is Op.CONST:
+        return node.attrs["value"].value
+    return env[node]
+
+
+def release_after(part: Partition) -> list[list[Node]]:
+    """For each stage, the values no later stage reads."""
+    last: dict[Node, int] = {}
+    for k, stage in enumerate(part.stages):
+        for node in stage.nodes:
+            for x in node.inputs:
+                last[x] = k
+    keep = set(part.graph.outputs) | set(part.graph.inputs)
+    release: list[list[Node]] = [[] for _ in part.stages]
+    for node, k in last.items():
+        if node not in keep:
+            release[k].append(node)
+    return release
+
+
+def node_plan(plan: Plan, part: Partition, provider: str,
+              by_stage: dict[int, str] | None = None) -> NodePlan:
+    """The plan as run: nodes inside a region under ``provider``'s capsules
+    (or the provider ``by_stage`` names for that region's stage), the others
+    under the reference's."""
+    inside = {n: (by_stage or {}).get(k, provider) for k, stage in enumerate(part.stages)
+              if isinstance(stage, RowRegion) for n in stage.nodes}
+    capsules = {}
+    for node in part.graph.nodes:
+        if node.op in (Op.INPUT, Op.CONST):
+            continue
+        capsules[node] = lookup(node.op, inside.get(node, NUMPY_PROVIDER))
+    return NodePlan(part.graph, plan.profile, plan.capsules, capsules)

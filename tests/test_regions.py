@@ -24,8 +24,8 @@ from isokernel.ir import (
     walk,
 )
 from isokernel.record import replay, trace
-from isokernel.transforms.linearize import PARTIAL_EVAL, Split
 from isokernel.transforms.fusion import fuse
+from isokernel.transforms.linearize import PARTIAL_EVAL, Split
 from isokernel.transforms.regions import REGION_RULES
 
 X = np.linspace(0.1, 2.0, 8)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..codegen.pixel import ROWS, WHOLE, pixel_count, row_modes
-from ..ir import SHAPE, Attrs, Aval, Body, Graph, IsokernelError, Node, Op
+from ..ir import SHAPE, Attrs, Aval, Graph, IsokernelError, Node, Op, SubGraph
 from .executable import Executable
 from .planning import plan
 
@@ -135,7 +135,7 @@ def _resize_body(attrs, n, node):
     """A fused node's body for n rows (P is the operands' leading length)."""
     graph = attrs["body"].graph
     pixels = max(x.aval.shape[0] for x in node.inputs if x.aval.ndim >= 1)
-    return {"body": Body(resize_rows(graph, pixel_rows(graph, pixels), n))}
+    return {"body": SubGraph(resize_rows(graph, pixel_rows(graph, pixels), n))}
 
 
 # The attributes that carry the row count, per op, rewritten for n rows.

@@ -14,14 +14,28 @@ from .errors import (
     TracerError,
 )
 from .eval import EVAL
-from .graph import EMPTY, Attrs, Aval, Body, Graph, Literal, Node, format_graph, toposort
+from .graph import (
+    EMPTY,
+    Attrs,
+    Aval,
+    Graph,
+    Literal,
+    Node,
+    SubGraph,
+    format_graph,
+    subgraphs,
+    toposort,
+    walk,
+)
 from .ops import Op
+from .region import register_region
 from .shapes import SHAPE
 from .verify import verify
 
 __all__ = [
-    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError", "Body",
+    "EMPTY", "EVAL", "SHAPE", "Attrs", "Aval", "BackendUnavailableError",
     "DifferentiationError", "DTypeError",
     "Graph", "GraphError", "IsokernelError", "Literal", "Node", "Op", "PlanningError",
-    "ShapeError", "TracerError", "dtypes", "format_graph", "toposort", "verify",
+    "ShapeError", "SubGraph", "TracerError", "dtypes", "format_graph", "register_region",
+    "subgraphs", "toposort", "verify", "walk",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import BackendUnavailableError, DifferentiationError
+from .errors import BackendUnavailableError
 from .ops import Op
 
 
@@ -115,33 +115,14 @@ def table_lookup(x, layer, *, name, values, x0, step, mode):
     return np.where(bad, dtype(np.nan), out)
 
 
-def _fused(*args, form, body):
-    """A fused form means exactly its body: run it node by node."""
-    return run_graph(body.graph, args)[0]
-
-
 def run_graph(graph, args) -> list:
-    """Evaluate a sub-graph (a fused form's body, the body of a
-    custom-derivative call) by these rules."""
+    """Evaluate a graph (a region node's body) by these rules. A node with
+    several results holds their list; its ``get`` nodes pick from it."""
     env = dict(zip(graph.inputs, args))
     for node in graph.nodes:
         if node not in env:
             env[node] = EVAL[node.op](*(env[x] for x in node.inputs), **node.attrs)
     return [env[x] for x in graph.outputs]
-
-
-def _custom_call(*args, fun, index, **_):
-    return run_graph(fun, args[:len(fun.inputs)])[index]
-
-
-CUSTOM_LIN_FORWARD = (
-    "forward-mode derivative of custom_vjp function {name!r}: its rule only gives the "
-    "reverse (transposed) map. Use reverse mode (grad, vjp, jacrev), or define {name!r} "
-    "with custom_jvp, which serves both modes")
-
-
-def _custom_lin(*args, name, **_):
-    raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=name))
 
 
 EVAL = {
@@ -208,14 +189,13 @@ EVAL = {
     Op.CONCATENATE: lambda *xs, axis: np.concatenate(xs, axis=axis),
     Op.DOT_GENERAL: _dot_general,
     Op.STOP_GRADIENT: lambda x: x,
-    Op.CUSTOM_JVP_CALL: _custom_call,
-    Op.CUSTOM_VJP_CALL: _custom_call,
-    Op.CUSTOM_LIN: _custom_lin,
     Op.LDEXP: _ldexp,
     Op.LOGB: _logb,
     Op.COPYSIGN: np.copysign,
     Op.TABLE_LOOKUP: table_lookup,
-    Op.FUSED: _fused,
+    Op.GET: lambda results, *, index: results[index],
 }
+"""Region primitives (``ops.REGION``) add their rules here when their module
+registers them (``register_region``)."""
 # INPUT has no meaning of its own: its value is supplied by the caller.
 NO_EVAL = frozenset({Op.INPUT})

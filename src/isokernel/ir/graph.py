@@ -109,8 +109,6 @@ class Attrs(Mapping):
 def _attr_text(value) -> str:
     if isinstance(value, np.dtype):
         return dtypes.SHORT[value]
-    if isinstance(value, Graph):  # the sub-graph of a custom-derivative call
-        return f"<graph {value.name}: {len(value.nodes)} nodes>"
     return repr(value)
 
 
@@ -119,25 +117,53 @@ EMPTY = Attrs()
 
 @dataclass(frozen=True, eq=False)
 class Node:
-    """One value of a graph. Nodes compare by identity; the recorder
-    guarantees that structurally equal nodes are one object."""
+    """One operation of a graph. Nodes compare by identity; the recorder
+    guarantees that structurally equal nodes are one object.
+
+    A node has one result (``aval`` an ``Aval``) or several (``aval`` a
+    tuple of them: a region node such as a custom-derivative call). The
+    results of a node with several are read by ``get`` nodes, one per
+    result used (``Op.GET``, attribute ``index``); every other node has one
+    result and is read directly, as cheaply as before."""
 
     op: Op
     inputs: tuple[Node, ...]
     attrs: Attrs
-    aval: Aval
+    aval: Aval | tuple[Aval, ...]
     where: str = ""
 
     @property
+    def avals(self) -> tuple[Aval, ...]:
+        """Every result's aval (one for an ordinary node)."""
+        return self.aval if isinstance(self.aval, tuple) else (self.aval,)
+
+    @property
+    def several(self) -> bool:
+        """True for a node with a tuple of results (read through ``get``)."""
+        return isinstance(self.aval, tuple)
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return self.aval.shape
+        return self._single().shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self.aval.dtype
+        return self._single().dtype
+
+    def _single(self) -> Aval:
+        if isinstance(self.aval, tuple):
+            raise TypeError(f"{self.op.value} has {len(self.aval)} results; read one with a "
+                            f"get node (Op.GET, index=k)")
+        return self.aval
 
     def __repr__(self) -> str:
-        return f"Node({self.op.value}, {self.aval})"
+        return f"Node({self.op.value}, {aval_text(self.aval)})"
+
+
+def aval_text(aval) -> str:
+    if isinstance(aval, tuple):
+        return "(" + ", ".join(map(str, aval)) + ")"
+    return str(aval)
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,18 +213,69 @@ class Graph:
         return format_graph(self)
 
 
-class Body:
-    """The graph a ``fused`` node stands for, as a node attribute: compared
-    and hashed by identity (a form's body is built once per match), printed
-    by its size rather than in full."""
+class SubGraph:
+    """A sub-graph as a node attribute: the body of a region node (a fused
+    form, a custom-derivative call and its rules). Closed: every value it
+    reads is one of its inputs (what it captures from outside is passed as
+    explicit operands of the node), so it is pure data. Compared and hashed
+    by structure (ops, wiring, attributes and avals, not source lines), so
+    two equal bodies recorded twice are one key for CSE. ``subgraphs(node)``
+    finds a node's sub-graphs; ``str(graph)`` prints them indented under
+    their node and ``verify`` checks them."""
 
-    __slots__ = ("graph",)
+    __slots__ = ("graph", "_key", "_hash")
 
     def __init__(self, graph: Graph):
         self.graph = graph
+        self._key = None
+        self._hash = None
+
+    def key(self) -> tuple:
+        """The structure: input avals, each node as (op, operand positions,
+        attributes, avals), and the output positions."""
+        if self._key is None:
+            g = self.graph
+            nodes = tuple((n.op, tuple(g.index(x) for x in n.inputs), n.attrs, n.aval)
+                          for n in g.nodes)
+            outs = tuple(g.index(x) for x in g.outputs)
+            self._key = (tuple(x.aval for x in g.inputs), nodes, outs)
+        return self._key
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self.key())
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (isinstance(other, SubGraph) and hash(self) == hash(other)
+                                 and self.key() == other.key())
 
     def __repr__(self) -> str:
-        return f"<body of {len(self.graph.nodes) - len(self.graph.inputs)} nodes>"
+        return f"<graph {self.graph.name}: {len(self.graph.nodes)} nodes>"
+
+
+def subgraphs(node: Node) -> list[tuple[str, SubGraph]]:
+    """The sub-graphs a node carries, with their attribute names (a tuple of
+    sub-graphs, such as a switch's branches, gives ``name[k]``): the one walk
+    that verify, the printer, liveness, cost, fusion, CSE and planning use to
+    descend into bodies."""
+    found = []
+    for name, value in node.attrs.items():
+        if isinstance(value, SubGraph):
+            found.append((name, value))
+        elif isinstance(value, tuple):
+            found += [(f"{name}[{k}]", v) for k, v in enumerate(value)
+                      if isinstance(v, SubGraph)]
+    return found
+
+
+def walk(graph: Graph):
+    """Every node of ``graph`` and, depth first, of every sub-graph its
+    nodes carry, each once per place it appears."""
+    for node in graph.nodes:
+        yield node
+        for _, sub in subgraphs(node):
+            yield from walk(sub.graph)
 
 
 def toposort(roots: Iterable[Node], seen: set | None = None) -> list[Node]:
@@ -224,21 +301,25 @@ def toposort(roots: Iterable[Node], seen: set | None = None) -> list[Node]:
     return order
 
 
-def format_graph(graph: Graph) -> str:
-    """One line per node: ``%3:f32[P] = exp %2   # model.py:14``."""
+def format_graph(graph: Graph, indent: str = "") -> str:
+    """One line per node: ``%3:f32[P] = exp %2   # model.py:14``; a node's
+    sub-graphs follow it, indented, each headed by its attribute name."""
     sig = ", ".join(f"{name}: {n.aval}" for name, n in zip(graph.input_names, graph.inputs))
     outs = ", ".join(str(n.aval) for n in graph.outputs)
-    lines = [f"graph {graph.name}({sig}) -> ({outs})"]
+    lines = [f"{indent}graph {graph.name}({sig}) -> ({outs})"]
     names = dict(zip(graph.inputs, graph.input_names))
     for i, node in enumerate(graph.nodes):
-        lines.append("  " + _node_line(graph, i, node, names))
+        lines.append(f"{indent}  " + _node_line(graph, i, node, names))
+        for name, sub in subgraphs(node):
+            lines.append(f"{indent}    {name} = " + format_graph(sub.graph, indent + "    ")
+                         .removeprefix(indent + "    "))
     results = " ".join(f"%{graph.index(n)}" for n in graph.outputs)
-    lines.append(f"  return {results}")
+    lines.append(f"{indent}  return {results}")
     return "\n".join(lines)
 
 
 def _node_line(graph: Graph, i: int, node: Node, names: dict) -> str:
-    head = f"%{i}:{node.aval} = {node.op.value}"
+    head = f"%{i}:{aval_text(node.aval)} = {node.op.value}"
     if node.op is Op.INPUT:
         body = f"{head} {names.get(node, '?')}"
     elif node.op is Op.CONST:

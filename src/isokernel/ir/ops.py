@@ -95,6 +95,8 @@ class Op(Enum):
     TABLE_LOOKUP = "table_lookup"
     # a named fused form: one node standing for the composition in its body
     FUSED = "fused"
+    # result ``index`` of a node with several results (a region node)
+    GET = "get"
 
 
 LEAF = frozenset({Op.INPUT, Op.CONST})
@@ -133,8 +135,14 @@ LAYOUT = frozenset({
 # strategy needs the table's data, not just an expression, to run one).
 TABLE = frozenset({Op.TABLE_LOOKUP})
 
-# A region standing for its body graph; EVAL runs the body.
-REGION = frozenset({Op.FUSED})
+# Region primitives: nodes that carry sub-graphs (``graph.subgraphs``). Each
+# keeps all of its rules in one module of ``transforms`` that registers them
+# into the tables (``transforms.regions``): fused forms in fusion.py, the
+# custom-derivative calls and the linear map of a custom_vjp rule in custom.py.
+REGION = frozenset({Op.FUSED, Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL, Op.CUSTOM_LIN})
+
+# Reads one result of a node with several results (no computation of its own).
+PROJECTION = frozenset({Op.GET})
 
 # Ops that are linear in (all of) their floating-point operands; SELECT and
 # MUL/DIV are linear in some operands only and say so in their rules.

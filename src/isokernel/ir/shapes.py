@@ -14,7 +14,7 @@ import numpy as np
 from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Aval
-from .ops import COMPARE, Op
+from .ops import COMPARE, REGION, Op
 
 FLOAT_ONLY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -171,19 +171,6 @@ def _dot_general(a: Aval, b: Aval, *, contract, batch) -> Aval:
     return Aval(shape, a.dtype, a.weak and b.weak)
 
 
-def _custom_call(*args: Aval, fun, num_args, index, **_) -> Aval:
-    """A call of ``fun`` (a Graph): the arguments must match its inputs."""
-    for i, (a, x) in enumerate(zip(args[:num_args], fun.inputs)):
-        if a.shape != x.aval.shape or a.dtype != x.aval.dtype:
-            raise ShapeError(f"argument {i} of {fun.name!r} is {a}, its recording "
-                             f"expects {x.aval}; call it with the recorded shapes")
-    return fun.outputs[index].aval
-
-
-def _custom_lin(*args: Aval, out_avals, index, **_) -> Aval:
-    return out_avals[index]
-
-
 TABLE_MODES = ("exact", "hardware")
 
 
@@ -205,16 +192,6 @@ def _table_lookup(x: Aval, layer: Aval, *, name, values, x0, step, mode) -> Aval
     return Aval(x.shape, x.dtype)
 
 
-def _fused(*args: Aval, form, body) -> Aval:
-    graph = body.graph
-    expected = [x.aval for x in graph.inputs]
-    if [a.strong() for a in args] != [a.strong() for a in expected]:
-        shown = ", ".join(str(a) for a in args)
-        raise ShapeError(f"fused form '{form}': operands ({shown}) do not match its body's "
-                         f"inputs ({', '.join(str(a) for a in expected)})")
-    return graph.outputs[0].aval.strong()
-
-
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
     Op.INPUT: lambda *, aval, index: aval,
@@ -228,12 +205,12 @@ SHAPE = {
     Op.REV: _rev,
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
-    Op.CUSTOM_JVP_CALL: _custom_call,
-    Op.CUSTOM_VJP_CALL: _custom_call,
-    Op.CUSTOM_LIN: _custom_lin,
     Op.TABLE_LOOKUP: _table_lookup,
-    Op.FUSED: _fused,
+    Op.GET: lambda results, *, index: results[index],
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
                                   Op.REDUCE_MIN)},
 }
-SHAPE.update({op: _elementwise(op) for op in Op if op not in SHAPE})
+SHAPE.update({op: _elementwise(op) for op in Op if op not in SHAPE and op not in REGION})
+"""Region primitives (``ops.REGION``) add their rules when their module
+registers them (``register_region``); a SHAPE rule of a node with several
+results returns a tuple of avals."""

@@ -168,7 +168,8 @@ def _eager(op: Op, args, attrs: dict, where: str | None):
         SHAPE[op](*(_eager_aval(a) for a in args), **attrs)
     except IsokernelError as e:
         raise type(e)(f"{op.value} at {where or user_where()}: {e}") from None
-    return EVAL[op](*args, **attrs)
+    value = EVAL[op](*args, **attrs)
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _eager_aval(x) -> Aval:
@@ -177,7 +178,11 @@ def _eager_aval(x) -> Aval:
 
 
 def bind(op: Op, *args, where: str | None = None, **attrs):
-    """Apply ``op``: evaluate now, or record into the active builder."""
+    """Apply ``op``: evaluate now, or record into the active builder. An op
+    with several results gives a tuple of values (recorded: one ``get``
+    node per result); ``get`` of such a tuple is its element."""
+    if op is Op.GET and isinstance(args[0], tuple):
+        return args[0][attrs["index"]]
     builder = _BUILDER.get()
     if builder is None or not any(isinstance(a, Tracer) for a in args):
         return _eager(op, args, attrs, where)
@@ -187,12 +192,21 @@ def bind(op: Op, *args, where: str | None = None, **attrs):
         aval = SHAPE[op](*(n.aval for n in nodes), **frozen)
     except IsokernelError as e:
         raise type(e)(f"{op.value} at {where or user_where()}: {e}") from None
+    if isinstance(aval, tuple):
+        return _several(builder, op, nodes, frozen, aval, where or user_where())
     if all(n.op is Op.CONST for n in nodes) and _foldable(nodes, aval):
         value = EVAL[op](*(n.attrs["value"].value for n in nodes), **frozen)
         return Tracer(builder.const(np.asarray(value, dtype=aval.dtype)), builder)
     if where is None:
         where = user_where()
     return Tracer(builder.node(op, nodes, frozen, aval, where), builder)
+
+
+def _several(builder: Builder, op: Op, nodes, attrs: Attrs, avals: tuple, where: str):
+    """A node with several results, read through one get node each."""
+    node = builder.node(op, nodes, attrs, avals, where)
+    return tuple(Tracer(builder.node(Op.GET, (node,), Attrs({"index": k}), aval, where),
+                        builder) for k, aval in enumerate(avals))
 
 
 def _foldable(nodes, aval: Aval) -> bool:

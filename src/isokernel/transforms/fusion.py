@@ -26,12 +26,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Attrs, Aval, Body, Graph, GraphError, Node, Op
+from ..ir import Attrs, Aval, Graph, GraphError, Node, Op, ShapeError, SubGraph
+from ..ir.eval import run_graph
+from ..record import replay
+from .graphs import is_float
+from .jvp import jvp_graph
+from .regions import RegionRules, register
+from .vmap import batch_size, batched_subgraph
 
 
 @dataclass(frozen=True)
-class Region:
-    """A match: the root, the non-constant ops absorbed (root included),
+class Match:
+    """A match of a form: the root, the non-constant ops absorbed (root included),
     and the values flowing in (the fused node's operands, in order)."""
 
     form: str
@@ -44,7 +50,7 @@ class Region:
 class Form:
     name: str
     shape: str
-    match: Callable[[Node, dict], Region | None]
+    match: Callable[[Node, dict], Match | None]
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,8 @@ def const_value(node: Node) -> float:
     return float(node.attrs["value"].value)
 
 
-def _region(form: str, root: Node, internal, operands) -> Region:
-    return Region(form, root, frozenset(internal) | {root}, tuple(operands))
+def _match(form: str, root: Node, internal, operands) -> Match:
+    return Match(form, root, frozenset(internal) | {root}, tuple(operands))
 
 
 def _operands(*nodes: Node) -> list[Node]:
@@ -84,17 +90,17 @@ def _is(node: Node, op: Op) -> bool:
 
 # ---------------------------------------------------------------- the forms
 
-def _rsqrt(root: Node, users) -> Region | None:
+def _rsqrt(root: Node, users) -> Match | None:
     """1 / sqrt(x)."""
     if root.op is not Op.DIV:
         return None
     one, root_of = root.inputs
     if not (is_scalar_const(one) and const_value(one) == 1.0 and root_of.op is Op.SQRT):
         return None
-    return _region("rsqrt", root, [root_of], root_of.inputs)
+    return _match("rsqrt", root, [root_of], root_of.inputs)
 
 
-def _gaussian(root: Node, users) -> Region | None:
+def _gaussian(root: Node, users) -> Match | None:
     """exp(g · (x·x)) and exp(-(g · (x·x))), either factor order."""
     if root.op is not Op.EXP:
         return None
@@ -106,12 +112,12 @@ def _gaussian(root: Node, users) -> Region | None:
         return None
     for square, coeff in (arg.inputs, arg.inputs[::-1]):
         if _is(square, Op.MUL) and square.inputs[0] is square.inputs[1]:
-            return _region("gaussian", root, [*internal, arg, square],
+            return _match("gaussian", root, [*internal, arg, square],
                            _operands(coeff, square.inputs[0]))
     return None
 
 
-def _scaled_product_exp(root: Node, users) -> Region | None:
+def _scaled_product_exp(root: Node, users) -> Match | None:
     """exp(c · x · y): a product of three factors, exactly one a scalar
     constant, in either association."""
     if root.op is not Op.EXP or not _is(root.inputs[0], Op.MUL):
@@ -122,11 +128,11 @@ def _scaled_product_exp(root: Node, users) -> Region | None:
             continue
         factors = [*inner.inputs, third]
         if sum(is_scalar_const(f) for f in factors) == 1:
-            return _region("scaled_product_exp", root, [outer, inner], _operands(*factors))
+            return _match("scaled_product_exp", root, [outer, inner], _operands(*factors))
     return None
 
 
-def _affine_exp(root: Node, users) -> Region | None:
+def _affine_exp(root: Node, users) -> Match | None:
     """exp(a + c·x) and exp(a - c·x) (a sum with a product, either order)."""
     if root.op is not Op.EXP or root.inputs[0].op not in (Op.ADD, Op.SUB):
         return None
@@ -134,12 +140,12 @@ def _affine_exp(root: Node, users) -> Region | None:
     for index, product in enumerate(total.inputs):
         if _is(product, Op.MUL) and not (total.op is Op.SUB and index == 0):
             other = total.inputs[1 - index]
-            return _region("affine_exp", root, [total, product],
+            return _match("affine_exp", root, [total, product],
                            _operands(other, *product.inputs))
     return None
 
 
-def _logsumexp(root: Node, users) -> Region | None:
+def _logsumexp(root: Node, users) -> Match | None:
     """The frontend's stable logsumexp: log(sum(exp(x - s))) + s with s the
     maximum where finite, else 0."""
     if root.op is not Op.ADD or root.inputs[0].op is not Op.LOG:
@@ -159,7 +165,7 @@ def _logsumexp(root: Node, users) -> Region | None:
     internal = {log, total, total.inputs[0], diff, spread, shift, test, test.inputs[0], m,
                 m.inputs[0] if m.op is Op.RESHAPE else m}
     internal |= {n for n in (log.inputs[0], kept) if n.op is Op.RESHAPE}
-    return _region("logsumexp", root, internal, [x])
+    return _match("logsumexp", root, internal, [x])
 
 
 def _skip_reshape(node: Node) -> Node:
@@ -198,7 +204,7 @@ def users_of(graph: Graph) -> dict[Node, list[Node]]:
     return users
 
 
-def find(graph: Graph, forms=FORMS) -> list[Region]:
+def find(graph: Graph, forms=FORMS) -> list[Match]:
     """Non-overlapping matches, scanning from the outputs back."""
     users = users_of(graph)
     outputs = Counter(graph.outputs)
@@ -216,7 +222,7 @@ def find(graph: Graph, forms=FORMS) -> list[Region]:
     return regions[::-1]
 
 
-def _closed(region: Region, users, outputs, claimed) -> bool:
+def _closed(region: Match, users, outputs, claimed) -> bool:
     """Every absorbed op other than the root is used only inside the region
     and is not an output, and none is already part of another region."""
     for node in region.internal - {region.root}:
@@ -251,14 +257,14 @@ def _remap(node: Node, mapping: dict[Node, Node]) -> Node:
     return Node(node.op, inputs, node.attrs, node.aval, node.where)
 
 
-def _fused_node(region: Region, mapping) -> Node:
+def _fused_node(region: Match, mapping) -> Node:
     body = _body(region)
-    attrs = Attrs({"form": region.form, "body": Body(body)})
+    attrs = Attrs({"form": region.form, "body": SubGraph(body)})
     operands = tuple(mapping.get(x, x) for x in region.operands)
     return Node(Op.FUSED, operands, attrs, region.root.aval.strong(), region.root.where)
 
 
-def _body(region: Region) -> Graph:
+def _body(region: Match) -> Graph:
     """The region as a graph of its own: fresh inputs for the operands,
     constants copied in, the absorbed ops in their original order."""
     env: dict[Node, Node] = {}
@@ -277,7 +283,7 @@ def _body(region: Region) -> Graph:
     return Graph.build(inputs, [env[region.root]], names, region.form, order=order)
 
 
-def _region_nodes(region: Region) -> list[Node]:
+def _region_nodes(region: Match) -> list[Node]:
     """The region's ops and copied constants, inputs before users."""
     seen, order = set(region.operands), []
 
@@ -352,3 +358,39 @@ def report_lines(graph: Graph, how: str | None = None) -> list[tuple[str, str]]:
         return [("fused", "no fused form fired")]
     text = "; ".join(f"{form} x{len(w)} ({', '.join(w)})" for form, w in sites.items())
     return [("fused", f"{text}. {how}" if how else text)]
+
+
+# --------------------------------------------------- the fused primitive's rules
+
+def _shape(*args: Aval, form, body: SubGraph) -> Aval:
+    graph = body.graph
+    expected = [x.aval for x in graph.inputs]
+    if [a.strong() for a in args] != [a.strong() for a in expected]:
+        shown = ", ".join(str(a) for a in args)
+        raise ShapeError(f"fused form '{form}': operands ({shown}) do not match its body's "
+                         f"inputs ({', '.join(str(a) for a in expected)})")
+    return graph.outputs[0].aval.strong()
+
+
+def _eval(*args, form, body: SubGraph):
+    """A fused form means exactly its body: run it node by node."""
+    return run_graph(body.graph, args)[0]
+
+
+def _jvp(operands, tangents, *, form, body: SubGraph):
+    """Differentiated as its body: the body's JVP, replayed inline, so the
+    derivative holds the composition (jit fuses it again)."""
+    graph = body.graph
+    derivative = jvp_graph(graph, [t is not None for t in tangents])
+    given = [t for t, x in zip(tangents, graph.inputs) if t is not None and is_float(x.aval)]
+    primal, tangent = replay(derivative, *operands, *given)
+    return primal, tangent
+
+
+def _batch(args, bdims, *, form, body: SubGraph):
+    """Batched as its body, inlined (jit fuses it again)."""
+    size = batch_size(args, bdims)
+    return replay(batched_subgraph(body.graph, tuple(bdims), size), *args)[0], 0
+
+
+register(RegionRules(Op.FUSED, shape=_shape, eval=_eval, jvp=_jvp, batch=_batch))

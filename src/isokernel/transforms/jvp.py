@@ -27,9 +27,8 @@ import math
 from collections.abc import Sequence
 
 from ..ir import DifferentiationError, Graph, Op
-from ..ir.eval import CUSTOM_LIN_FORWARD
 from ..ir.source import pinned_where
-from ..record import bind, replay
+from ..record import bind
 from ..record import frontend as F
 from ..record.tables import lookup_jvp
 from .graphs import const, is_float, prune, reaching, replay_node, retrace, scalar, zeros
@@ -107,14 +106,10 @@ def _copysign(t, x, y, *, out):
     return t * (bind(Op.COPYSIGN, one, x) * bind(Op.COPYSIGN, one, y))
 
 
-def _fused(operands, tangents, *, form, body):
-    """A fused form is differentiated as its body: the body's JVP, replayed
-    inline, so the derivative holds the composition (jit fuses it again)."""
-    graph = body.graph
-    derivative = jvp_graph(graph, [t is not None for t in tangents])
-    given = [t for t, x in zip(tangents, graph.inputs) if t is not None and is_float(x.aval)]
-    primal, tangent = replay(derivative, *operands, *given)
-    return primal, tangent
+def _get(operands, tangents, *, index):
+    """One result of a node with several: its primal and its tangent."""
+    tangent = tangents[0]
+    return operands[0][index], None if tangent is None else tangent[index]
 
 
 def _select(operands, tangents):
@@ -125,18 +120,18 @@ def _select(operands, tangents):
     return bind(Op.SELECT, pred, x, y), bind(Op.SELECT, pred, tx, ty)
 
 
-def _all_or_zeros(operands, tangents):
+def all_or_zeros(operands, tangents):
     return [zeros(x.aval) if t is None else t for x, t in zip(operands, tangents)]
 
 
 def _pad(operands, tangents, **attrs):
-    return bind(Op.PAD, *operands, **attrs), bind(Op.PAD, *_all_or_zeros(operands, tangents),
+    return bind(Op.PAD, *operands, **attrs), bind(Op.PAD, *all_or_zeros(operands, tangents),
                                                   **attrs)
 
 
 def _concatenate(operands, tangents, *, axis):
     out = bind(Op.CONCATENATE, *operands, axis=axis)
-    return out, bind(Op.CONCATENATE, *_all_or_zeros(operands, tangents), axis=axis)
+    return out, bind(Op.CONCATENATE, *all_or_zeros(operands, tangents), axis=axis)
 
 
 def _dot(t_first: bool):
@@ -144,37 +139,6 @@ def _dot(t_first: bool):
         return bind(Op.DOT_GENERAL, t, b, **attrs) if t_first else \
             bind(Op.DOT_GENERAL, a, t, **attrs)
     return partial
-
-
-_CLOSURE = ("custom derivative of {name!r}: it closes over a value that is being "
-            "differentiated, which its rule cannot see; pass that value as an argument")
-
-
-def _custom_jvp_call(operands, tangents, *, fun, jvp, num_args, index):
-    """The user's rule, replayed on the primals and (zero-filled) tangents."""
-    if any(t is not None for t in tangents[num_args:]):
-        raise DifferentiationError(_CLOSURE.format(name=fun.name))
-    rule, captured = jvp.graph()
-    args = operands[:num_args]
-    outs = replay(rule, *args, *_all_or_zeros(args, tangents[:num_args]),
-                  *(operands[i] for i in captured))
-    return outs[index], outs[len(fun.outputs) + index]
-
-
-def _custom_vjp_call(operands, tangents, *, fun, fwd, bwd, num_args, index):
-    """fwd now; the tangent is a CUSTOM_LIN node that transposes to bwd."""
-    if any(t is not None for t in tangents[num_args:]):
-        raise DifferentiationError(_CLOSURE.format(name=fun.name))
-    fwd_graph, fwd_captured = fwd.graph()
-    bwd_graph, bwd_captured = bwd.graph()
-    args = operands[:num_args]
-    outs = replay(fwd_graph, *args, *(operands[i] for i in fwd_captured))
-    residuals = outs[len(fun.outputs):]
-    out_avals = tuple(x.aval.strong() for x in fun.outputs)
-    tangent = bind(Op.CUSTOM_LIN, *residuals, *(operands[i] for i in bwd_captured),
-                   *_all_or_zeros(args, tangents), bwd=bwd_graph, name=fun.name,
-                   out_avals=out_avals, num_res=len(residuals), num_args=num_args, index=index)
-    return outs[index], tangent
 
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
@@ -229,13 +193,13 @@ JVP = {
     Op.REV: _linear(Op.REV),
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: (_dot(True), _dot(False)),
-    Op.CUSTOM_JVP_CALL: _custom_jvp_call,
-    Op.CUSTOM_VJP_CALL: _custom_vjp_call,
     Op.LDEXP: (lambda t, x, n, *, out: bind(Op.LDEXP, t, n), None),
     Op.COPYSIGN: (_copysign, None),
     Op.TABLE_LOOKUP: (lookup_jvp, None),
-    Op.FUSED: _fused,
+    Op.GET: _get,
 }
+"""Region primitives (``ops.REGION``) add theirs when they register
+(``regions.register``)."""
 
 # Piecewise-constant ops, bool/integer-valued ops and the stop-gradient
 # marker: their tangent is zero wherever it is defined (a symbolic zero).
@@ -243,16 +207,14 @@ ZERO_TANGENT = frozenset({
     Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.FLOORDIV, Op.STOP_GRADIENT,
     Op.NOT, Op.AND, Op.OR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.LOGB,
 })
-# Leaves have no rule; CUSTOM_LIN is the (reverse-only) linear map of a
-# custom_vjp rule and is transposed, never pushed forward again.
-NO_JVP = frozenset({Op.INPUT, Op.CONST, Op.CUSTOM_LIN})
+# Leaves have no rule.
+NO_JVP = frozenset({Op.INPUT, Op.CONST})
 
 
 def jvp_node(node, operands: list, tangents: list):
-    """(primal, tangent) of one node; the tangent is ``None`` when zero."""
+    """(primal, tangent) of one node; the tangent is ``None`` when zero (for
+    a node with several results: tuples, with ``None`` for zero tangents)."""
     rule = JVP.get(node.op)
-    if node.op is Op.CUSTOM_LIN:
-        raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=node.attrs["name"]))
     if rule is None:
         raise DifferentiationError(f"{node.op.value} at {node.where or '?'} has no "
                                    f"forward-mode rule")
@@ -271,7 +233,7 @@ def jvp_node(node, operands: list, tangents: list):
 
 
 def _has_tangent(node, tangents: list) -> bool:
-    return (is_float(node.aval) and node.op not in ZERO_TANGENT
+    return (any(map(is_float, node.avals)) and node.op not in ZERO_TANGENT
             and any(t is not None for t in tangents))
 
 

@@ -10,9 +10,9 @@ hand-built graph, or one a transform wrote).
 
 from __future__ import annotations
 
-from ..ir import DifferentiationError, Graph, Op
-from ..ir.eval import CUSTOM_LIN_FORWARD
-from ..ir.ops import TRANSFORM_ONLY
+from collections.abc import Callable
+
+from ..ir import Graph, Op
 from ..record import replay
 from .graphs import const, prune, replay_node, retrace
 
@@ -34,12 +34,21 @@ def simplify(graph: Graph) -> Graph:
     return cse(dce(graph))
 
 
+LOWER: dict[Op, Callable] = {
+    Op.STOP_GRADIENT: lambda node, operands: operands[0],
+}
+"""How an op only the transforms interpret becomes computing ops before
+planning: ``rule(node, operands) -> value`` (a tuple for several results).
+A stop-gradient marker is its operand; region primitives add theirs when
+they register (a custom-derivative call: its primal body, inlined)."""
+
+
 def prepare_for_execution(graph: Graph) -> Graph:
-    """Inline custom-derivative calls (their primal sub-graphs) and drop
-    stop-gradient markers, so strategies only see computing ops. A
-    forward-mode use of a custom_vjp rule is refused here, before anything
-    runs."""
-    if not graph.ops() & TRANSFORM_ONLY:
+    """Lower every op of ``LOWER`` (custom-derivative calls inline their
+    primal bodies, stop-gradient markers go), so strategies only see
+    computing ops. A lowering may refuse (a forward-mode use of a custom_vjp
+    rule), before anything runs."""
+    if not graph.ops() & LOWER.keys():
         return graph
 
     def body(*args):
@@ -54,12 +63,5 @@ def prepare_for_execution(graph: Graph) -> Graph:
 def _lower(node, operands: list):
     if node.op is Op.CONST:
         return const(node)
-    if node.op is Op.STOP_GRADIENT:
-        return operands[0]
-    if node.op in (Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL):
-        fun = prepare_for_execution(node.attrs["fun"])
-        return replay(fun, *operands[:len(fun.inputs)])[node.attrs["index"]]
-    if node.op is Op.CUSTOM_LIN:
-        message = CUSTOM_LIN_FORWARD.format(name=node.attrs["name"])
-        raise DifferentiationError(f"{message} (at {node.where or '?'})")
-    return replay_node(node, operands)
+    rule = LOWER.get(node.op)
+    return replay_node(node, operands) if rule is None else rule(node, operands)

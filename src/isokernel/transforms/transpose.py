@@ -27,7 +27,7 @@ import numpy as np
 from ..ir import Aval, DifferentiationError, Graph, Op
 from ..ir.ops import ELEMENTWISE, LINEAR
 from ..ir.source import pinned_where
-from ..record import bind, current_builder, replay
+from ..record import bind, current_builder
 from ..record import frontend as F
 from ..record.tracer import as_tracer
 from .graphs import const, depending, replay_node, retrace, scalar, zeros
@@ -67,8 +67,20 @@ class Masked:
         return F.where(self.pred, zero, self.value)
 
 
+class Parts(tuple):
+    """The cotangent of a node with several results: one per result, each a
+    value or ``None`` (zero). A get pushes its result's part; parts from
+    several gets are merged."""
+
+
 def _plain(ct):
+    if isinstance(ct, Parts):
+        return Parts(None if c is None else _plain(c) for c in ct)
     return ct.materialize() if isinstance(ct, Masked) else ct
+
+
+def _get(ct, results, *, index):
+    return (Parts(ct if k == index else None for k in range(len(results.aval))),)
 
 
 def _lin(x) -> bool:
@@ -214,17 +226,6 @@ def _dot_general(ct, a, b, *, contract, batch):
     return (None, _dot_lhs(ct, b.ndim, a, swapped[0], swapped[1], swap=True))
 
 
-def _custom_lin(ct, *operands, bwd, name, out_avals, num_res, num_args, index):
-    """The custom_vjp rule's bwd, with this output's cotangent and zeros for
-    the others (bwd is linear in the cotangents)."""
-    n_caps = len(operands) - num_res - num_args
-    residuals = operands[:num_res]
-    caps = operands[num_res:num_res + n_caps]
-    cts = [ct if k == index else zeros(a) for k, a in enumerate(out_avals)]
-    arg_cts = replay(bwd, *residuals, *cts, *caps)
-    return (None,) * (num_res + n_caps) + tuple(arg_cts)
-
-
 TRANSPOSE = {
     Op.NEG: lambda ct, x: (-ct,),
     Op.ADD: _only,
@@ -242,20 +243,24 @@ TRANSPOSE = {
     Op.REV: lambda ct, x, *, axes: (bind(Op.REV, ct, axes=axes),),
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
-    Op.CUSTOM_LIN: _custom_lin,
     Op.LDEXP: _ldexp,
+    Op.GET: _get,
 }
 
-# Ops linear in some operands only; the rest of TRANSPOSE's keys are LINEAR.
-LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.CUSTOM_LIN,
-                            Op.LDEXP})
-TRANSPOSABLE = LINEAR | LINEAR_IN_SOME
+# Ops linear in some operands only; the rest of TRANSPOSE's keys are LINEAR
+# and the projection get. Linear region primitives (custom_lin) add themselves
+# when they register (``regions.register``).
+LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.LDEXP})
+TRANSPOSABLE = set(LINEAR | LINEAR_IN_SOME | {Op.GET})
 
 
 def _accumulate(cts: dict, node, ct) -> None:
     old = cts.get(node)
     if old is None:
         cts[node] = ct
+    elif isinstance(old, Parts):
+        cts[node] = Parts(b if a is None else a if b is None else _plain(a) + _plain(b)
+                          for a, b in zip(old, ct))
     elif isinstance(old, Masked) and old.same_mask(ct):
         cts[node] = Masked(old.pred, old.keep, old.value + ct.value)
     else:

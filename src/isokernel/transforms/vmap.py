@@ -19,7 +19,6 @@ from ..ir.ops import BINARY, TABLE, UNARY
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
-from .custom import FixedRule
 from .graphs import const, replay_node, retrace, scalar
 
 
@@ -30,13 +29,13 @@ def batched(x, dim, size: int):
     return bind(Op.BROADCAST, x, shape=(size, *x.shape), dims=tuple(range(1, x.ndim + 1)))
 
 
-def _size(args, bdims) -> int:
+def batch_size(args, bdims) -> int:
     return next(x.shape[0] for x, d in zip(args, bdims) if d is not None)
 
 
 def _elementwise(op: Op):
     def rule(args, bdims, **attrs):
-        size = _size(args, bdims)
+        size = batch_size(args, bdims)
         return bind(op, *(batched(x, d, size) for x, d in zip(args, bdims)), **attrs), 0
     return rule
 
@@ -76,7 +75,7 @@ def _rev(args, bdims, *, axes):
 def _pad(args, bdims, *, lo, hi, interior):
     """A batched padding value (one per example) is a select against a mask
     of where the operand lands."""
-    (x, value), size = args, _size(args, bdims)
+    (x, value), size = args, batch_size(args, bdims)
     x = batched(x, bdims[0], size)
     widths = {"lo": (0, *lo), "hi": (0, *hi), "interior": (0, *interior)}
     if bdims[1] is None:
@@ -90,7 +89,7 @@ def _pad(args, bdims, *, lo, hi, interior):
 
 
 def _concatenate(args, bdims, *, axis):
-    size = _size(args, bdims)
+    size = batch_size(args, bdims)
     return bind(Op.CONCATENATE, *(batched(x, d, size) for x, d in zip(args, bdims)),
                 axis=axis + 1), 0
 
@@ -128,7 +127,7 @@ def batched_subgraph(graph: Graph, dims: tuple, size: int) -> Graph:
 
 
 @functools.lru_cache(maxsize=512)
-def _summed_for(graph: Graph, arg_dims: tuple) -> Graph:
+def summed_for(graph: Graph, arg_dims: tuple) -> Graph:
     """A batched bwd graph whose cotangents for unbatched arguments are
     summed over the batch (the per-example cotangents of a shared value
     add up)."""
@@ -139,57 +138,13 @@ def _summed_for(graph: Graph, arg_dims: tuple) -> Graph:
     return retrace([x.aval for x in graph.inputs], body, graph.input_names, graph.name)
 
 
-def _custom_jvp_call(args, bdims, *, fun, jvp, num_args, index):
-    size = _size(args, bdims)
-    arg_dims = tuple(bdims[:num_args])
-    rule, captured = jvp.graph()
-    rule_dims = arg_dims + arg_dims + tuple(bdims[i] for i in captured)
-    rule_b = FixedRule(jvp.name, batched_subgraph(rule, rule_dims, size), captured)
-    fun_b = batched_subgraph(fun, tuple(bdims), size)
-    return bind(Op.CUSTOM_JVP_CALL, *args, fun=fun_b, jvp=rule_b, num_args=num_args,
-                index=index), 0
-
-
-def _custom_vjp_call(args, bdims, *, fun, fwd, bwd, num_args, index):
-    """Batched fwd and bwd; bwd's cotangents for unbatched arguments are
-    summed over the batch."""
-    size = _size(args, bdims)
-    arg_dims = tuple(bdims[:num_args])
-    fwd_graph, fwd_captured = fwd.graph()
-    bwd_graph, bwd_captured = bwd.graph()
-    fwd_dims = arg_dims + tuple(bdims[i] for i in fwd_captured)
-    fwd_b = FixedRule(fwd.name, batched_subgraph(fwd_graph, fwd_dims, size), fwd_captured)
-    n_res_ct = len(fwd_graph.outputs)  # residuals and output cotangents, all batched
-    bwd_dims = (0,) * n_res_ct + tuple(bdims[i] for i in bwd_captured)
-    bwd_b = _summed_for(batched_subgraph(bwd_graph, bwd_dims, size), arg_dims)
-    bwd_b = FixedRule(bwd.name, bwd_b, bwd_captured)
-    fun_b = batched_subgraph(fun, tuple(bdims), size)
-    return bind(Op.CUSTOM_VJP_CALL, *args, fun=fun_b, fwd=fwd_b, bwd=bwd_b,
-                num_args=num_args, index=index), 0
-
-
-def _custom_lin(args, bdims, *, bwd, name, out_avals, num_res, num_args, index):
-    size = _size(args, bdims)
-    args = [batched(x, d, size) if i < num_res else x
-            for i, (x, d) in enumerate(zip(args, bdims))]
-    n_caps = len(args) - num_res - num_args
-    bwd_dims = (0,) * (num_res + len(out_avals)) + tuple(bdims[num_res:num_res + n_caps])
-    tangent_dims = tuple(bdims[num_res + n_caps:])
-    bwd_b = _summed_for(batched_subgraph(bwd, bwd_dims, size), tangent_dims)
-    avals = tuple(Aval((size, *a.shape), a.dtype) for a in out_avals)
-    return bind(Op.CUSTOM_LIN, *args, bwd=bwd_b, name=name, out_avals=avals, num_res=num_res,
-                num_args=num_args, index=index), 0
-
-
-def _fused(args, bdims, *, form, body):
-    """A fused form is batched as its body, inlined (jit fuses it again)."""
-    size = _size(args, bdims)
-    return replay(batched_subgraph(body.graph, tuple(bdims), size), *args)[0], 0
+def _get(args, bdims, *, index):
+    """One result of a batched node with several: its value and batch dim."""
+    return args[0][index], bdims[0][index]
 
 
 BATCH = {
     **{op: _elementwise(op) for op in UNARY | BINARY | TABLE},
-    Op.FUSED: _fused,
     Op.SELECT: _elementwise(Op.SELECT),
     Op.STOP_GRADIENT: _elementwise(Op.STOP_GRADIENT),
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
@@ -202,10 +157,11 @@ BATCH = {
     Op.REV: _rev,
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
-    Op.CUSTOM_JVP_CALL: _custom_jvp_call,
-    Op.CUSTOM_VJP_CALL: _custom_vjp_call,
-    Op.CUSTOM_LIN: _custom_lin,
+    Op.GET: _get,
 }
+"""Region primitives (``ops.REGION``) add theirs when they register
+(``regions.register``); a node with several results gives a tuple of values
+and a tuple of batch dims."""
 # Leaves are never batched: inputs arrive batched or not, constants are shared.
 NO_BATCH = frozenset({Op.INPUT, Op.CONST})
 

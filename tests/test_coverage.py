@@ -1,70 +1,133 @@
-"""Every op has a rule in every table that must cover it."""
+"""Every op-keyed table of the code base covers the ops it must, and no such
+table escapes this test: a module-level dict keyed by ``Op`` anywhere in
+isokernel must be listed in ``TABLES`` with the ops it covers."""
 
+import importlib
+import pkgutil
+
+import isokernel
 from isokernel.backends.capsules import lookup
-from isokernel.backends.cpu.threads import INTO
-from isokernel.backends.cuda.executor import CUPY
-from isokernel.codegen import C_EXPR
-from isokernel.deploy import COST
-from isokernel.ir import EVAL, SHAPE, Op
+from isokernel.backends.cpu.threads import NOT_IN_TILES, VIEW_OPS
+from isokernel.ir import Op
 from isokernel.ir.eval import NO_EVAL
-from isokernel.ir.ops import LAYOUT, REGION, TRANSFORM_ONLY
-from isokernel.transforms.jvp import JVP, NO_JVP, ZERO_TANGENT
-from isokernel.transforms.transpose import TRANSPOSABLE, TRANSPOSE
-from isokernel.transforms.vmap import BATCH, NO_BATCH
+from isokernel.ir.ops import (
+    ELEMENTWISE,
+    LEAF,
+    PROJECTION,
+    REDUCE,
+    REGION,
+    TABLE,
+    TRANSCENDENTAL,
+    TRANSFORM_ONLY,
+)
+from isokernel.transforms.jvp import NO_JVP, ZERO_TANGENT
+from isokernel.transforms.transpose import TRANSPOSABLE
+from isokernel.transforms.vmap import NO_BATCH
 
-# leaves have no rule; the matrix product always runs whole by the reference;
-# transform-only ops are stripped by jit before any strategy sees them
-NOT_ELEMENTWISE = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL}) | TRANSFORM_ONLY
+ALL = frozenset(Op)
+EXACT_OPS = frozenset({Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP})
+# what reaches no strategy on its own: leaves, transform-only ops (jit lowers
+# them first), region nodes and the gets that read their results (strategies
+# run a fused form's body; a node with several results runs whole)
+NOT_COMPUTED = LEAF | TRANSFORM_ONLY | REGION | PROJECTION
 
 TABLES = {
-    "SHAPE": (SHAPE, frozenset()),
-    "EVAL": (EVAL, NO_EVAL),
-    "COST": (COST, TRANSFORM_ONLY),  # stripped by jit before costing
-    # every differentiable op; zero-tangent ops and leaves are exempt
-    "JVP": (JVP, ZERO_TANGENT | NO_JVP),
-    # linear ops only: everything that is not (linear in some operand) is exempt
-    "TRANSPOSE": (TRANSPOSE, frozenset(Op) - TRANSPOSABLE),
-    "BATCH": (BATCH, NO_BATCH),
-    # threads: views run by EVAL itself, everything else into scratch; fused
-    # forms are unfused before tiling (threads has no kernels for them)
-    "INTO": (INTO, NOT_ELEMENTWISE | REGION | (LAYOUT - {Op.PAD, Op.CONCATENATE})),
-    # C: layout ops only rename elements (the emitter applies EVAL to names);
-    # fused forms are unfused, their bodies inlined, before emission
-    # the GPU strategies' rules outside fused kernels: every computing op
-    "CUPY": (CUPY, frozenset({Op.INPUT, Op.CONST}) | TRANSFORM_ONLY),
-    "C_EXPR": (C_EXPR, NOT_ELEMENTWISE | REGION | LAYOUT),
+    # (module, name): (how, ops). "covers": every op of ``ops`` has an entry;
+    # "exactly": the keys are ``ops``; "within": a partial table whose keys
+    # stay inside ``ops`` (rules or texts for a few named ops).
+    ("isokernel.ir.shapes", "SHAPE"): ("covers", ALL),
+    ("isokernel.ir.eval", "EVAL"): ("covers", ALL - NO_EVAL),
+    ("isokernel.transforms.jvp", "JVP"): ("covers", ALL - ZERO_TANGENT - NO_JVP),
+    ("isokernel.transforms.transpose", "TRANSPOSE"): ("exactly", frozenset(TRANSPOSABLE)),
+    ("isokernel.transforms.vmap", "BATCH"): ("covers", ALL - NO_BATCH),
+    ("isokernel.transforms.simplify", "LOWER"): ("exactly", TRANSFORM_ONLY | {Op.CUSTOM_LIN}),
+    ("isokernel.transforms.regions", "REGION_RULES"): ("exactly", REGION),
+    ("isokernel.record.portable", "LOWERINGS"): ("exactly", TRANSCENDENTAL),
+    ("isokernel.codegen.c_expr", "C_EXPR"): ("exactly", ELEMENTWISE | TABLE | REDUCE),
+    ("isokernel.codegen.c_expr", "MATH"): ("exactly", TRANSCENDENTAL | {Op.SQRT, Op.ROUND}),
+    ("isokernel.codegen.c_expr", "REDUCE_IDENTITY"): ("exactly",
+                                                      {Op.REDUCE_SUM, Op.REDUCE_PROD}),
+    ("isokernel.codegen.pixel", "ROW_RULES"): ("covers", ALL - NOT_COMPUTED - {Op.DOT_GENERAL}),
+    ("isokernel.deploy.cost", "COST"): ("covers", ALL - TRANSFORM_ONLY - REGION),
+    ("isokernel.deploy.cost", "_WEIGHT"): ("covers", TRANSCENDENTAL),
+    ("isokernel.backends.numerics", "NATIVE_ULP_BOUND"): ("exactly", TRANSCENDENTAL),
+    ("isokernel.backends.numerics", "CUDA_DOC_ULP"): ("exactly", TRANSCENDENTAL),
+    ("isokernel.backends.cuda.capsules", "CUDA_ULP_BOUND"): ("exactly", TRANSCENDENTAL),
+    ("isokernel.backends.cpu.native", "EXACT"): ("exactly", EXACT_OPS),
+    ("isokernel.backends.cuda.capsules", "EXACT"): ("exactly", EXACT_OPS),
+    ("isokernel.backends.reductions", "_COMBINE"): ("exactly", REDUCE),
+    # threads: views run by EVAL itself, ops that run whole are named in NOT_IN_TILES
+    ("isokernel.backends.cpu.threads", "INTO"): (
+        "covers", ALL - NOT_COMPUTED - VIEW_OPS - NOT_IN_TILES),
+    ("isokernel.backends.cpu.threads", "LOOP_CAPSULE_NAMES"): ("within", ELEMENTWISE | VIEW_OPS),
+    ("isokernel.backends.cuda.executor", "CUPY"): ("covers", ALL - NOT_COMPUTED | {Op.FUSED}),
+    ("isokernel.backends.cpu.numpy_rules", "_NAMES"): ("within", ALL - LEAF),
+    ("isokernel.backends.cpu.loops", "NO_LOOP_DTYPES"): ("within", ELEMENTWISE),
+    ("isokernel.backends.blocks", "_WHY"): ("within", ALL - LEAF),
+    ("isokernel.backends.blocks", "_RESIZE"): ("within", ALL),
 }
 
 
-def test_every_table_covers_every_op():
-    missing = {
-        name: sorted(op.value for op in Op if op not in table and op not in exempt)
-        for name, (table, exempt) in TABLES.items()
-    }
-    assert missing == {name: [] for name in TABLES}
+def _table(module: str, name: str) -> dict:
+    return getattr(importlib.import_module(module), name)
+
+
+def _op_tables() -> dict[int, str]:
+    """Every module-level dict keyed by ops in isokernel, by identity, with
+    the first module that holds it (re-exports are the same object)."""
+    found: dict[int, str] = {}
+    for info in sorted(pkgutil.walk_packages(isokernel.__path__, "isokernel."),
+                       key=lambda i: i.name):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, dict) and value and all(isinstance(k, Op) for k in value):
+                found.setdefault(id(value), f"{info.name}.{name}")
+    return found
+
+
+def test_every_op_keyed_table_is_listed_here():
+    listed = {id(_table(*key)) for key in TABLES}
+    unlisted = sorted(name for key, name in _op_tables().items() if key not in listed)
+    assert unlisted == [], "add these tables to TABLES with the ops they must cover"
+
+
+def test_every_table_covers_what_it_must():
+    problems = {}
+    for (module, name), (how, ops) in TABLES.items():
+        keys = set(_table(module, name))
+        missing = set(ops) - keys if how in ("covers", "exactly") else set()
+        extra = keys - set(ops) if how in ("exactly", "within") else set()
+        if missing or extra:
+            problems[f"{module}.{name}"] = {"missing": sorted(o.value for o in missing),
+                                            "extra": sorted(o.value for o in extra)}
+    assert problems == {}
 
 
 def test_reference_has_a_capsule_per_computing_op():
-    leaves = {Op.INPUT, Op.CONST} | TRANSFORM_ONLY
+    leaves = LEAF | TRANSFORM_ONLY
     assert [op.value for op in Op if op not in leaves and lookup(op, "numpy") is None] == []
 
 
-def test_exemptions_are_real():
-    for name, (table, exempt) in TABLES.items():
-        assert not (exempt & set(table)), f"{name} exempts ops it covers"
-
-
-def test_only_linear_ops_have_transpose_rules():
-    assert set(TRANSPOSE) == set(TRANSPOSABLE)
+def test_only_linear_ops_and_gets_have_transpose_rules():
+    transpose = _table("isokernel.transforms.transpose", "TRANSPOSE")
+    assert set(transpose) == set(TRANSPOSABLE)
+    assert PROJECTION <= TRANSPOSABLE and Op.CUSTOM_LIN in TRANSPOSABLE
 
 
 def test_numerical_contract_ops_are_in_the_tables():
-    """The ops portable numerics, tables and fused forms added: in every
-    table, except that the CPU strategies unfuse a fused form before tiling
-    or emitting C; logb is piecewise constant (a zero tangent); of the five
-    only ldexp is linear (in x), so only it transposes."""
+    """The ops portable numerics, tables and fused forms added are in every
+    table that covers computing ops, except that the CPU strategies unfuse a
+    fused form before tiling or emitting C; logb is piecewise constant (a
+    zero tangent); of the five only ldexp is linear (in x), so only it
+    transposes."""
     added = {Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP, Op.FUSED}
     allowed = {"INTO": {Op.FUSED}, "C_EXPR": {Op.FUSED}, "JVP": {Op.LOGB},
-               "TRANSPOSE": added - {Op.LDEXP}}
-    for name, (table, _) in TABLES.items():
+               "TRANSPOSE": added - {Op.LDEXP}, "ROW_RULES": {Op.FUSED},
+               "COST": {Op.FUSED}}
+    for name, module in (("SHAPE", "ir.shapes"), ("EVAL", "ir.eval"), ("JVP", "transforms.jvp"),
+                         ("TRANSPOSE", "transforms.transpose"), ("BATCH", "transforms.vmap"),
+                         ("INTO", "backends.cpu.threads"), ("C_EXPR", "codegen.c_expr"),
+                         ("CUPY", "backends.cuda.executor"), ("ROW_RULES", "codegen.pixel"),
+                         ("COST", "deploy.cost")):
+        table = _table(f"isokernel.{module}", name)
         assert added - set(table) == allowed.get(name, set()), name

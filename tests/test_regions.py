@@ -228,3 +228,28 @@ def test_linearize_calls_a_partial_evaluation_rule_and_keeps_the_result(monkeypa
     got = ik.grad(f)(X)
     assert calls and all(sum(k) == 1 for k in calls)
     assert np.array_equal(got, want)
+
+
+# ------------------------------------------------------------ planning
+
+
+def test_planning_descends_into_bodies_and_names_the_op_it_refused(monkeypatch):
+    """A profile whose provider has every capsule but exp's refuses a graph
+    whose only exp sits in a fused form's body, naming exp and the body."""
+    import dataclasses
+
+    from isokernel.backends import capsules
+    from isokernel.backends.planning import Profile, plan
+    from isokernel.ir import PlanningError
+
+    monkeypatch.setattr(capsules, "_REGISTRY", dict(capsules._REGISTRY))
+    for c in capsules.registered():
+        if c.provider == "numpy" and c.op is not Op.EXP:
+            capsules.register(dataclasses.replace(c, provider="no-exp"))
+    profile = Profile("no-exp", "cpu", ("no-exp",), frozenset({"reference"}))
+    graph = fuse(trace(lambda x, y: inp.exp(2.0 * x * y), X, X))
+    assert [n.op for n in graph.nodes if n.op is Op.EXP] == []  # only inside the body
+    with pytest.raises(PlanningError, match=r"no accepted capsule for: exp \(.*in body "
+                                            r"'body' of fused at "):
+        plan(graph, profile)
+    plan(trace(lambda x, y: 2.0 * x * y, X, X), profile)  # no exp anywhere: accepted

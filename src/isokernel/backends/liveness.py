@@ -65,7 +65,7 @@ def _storage(graph: Graph) -> dict[Node, Node | None]:
     for node in graph.nodes:
         if node.op is Op.CONST:
             owner[node] = None
-        elif node.op in VIEW_OPS:
+        elif node.op in VIEW_OPS or node.op is Op.GET:  # a get reads its node's results
             owner[node] = owner[node.inputs[0]]
         else:
             owner[node] = node
@@ -94,7 +94,7 @@ def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -
     (default: each buffer's aval size) lets a caller weigh buffers otherwise,
     e.g. deploy's memory shape evaluates the same walk at another pixel
     count."""
-    size = nbytes or (lambda node: node.aval.nbytes)
+    size = nbytes or (lambda node: sum(a.nbytes for a in node.avals))
     owner = _storage(graph)
     end = len(graph.nodes)
     last: dict[Node, int] = {}

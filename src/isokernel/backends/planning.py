@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..ir import Graph, Op, PlanningError
+from ..ir import Graph, Op, PlanningError, subgraphs
 from ..ir.ops import LEAF as LEAF_OPS
 from .capsules import Capsule, lookup
 
@@ -42,16 +42,17 @@ class Plan:
 
 
 def plan(graph: Graph, profile: Profile) -> Plan:
-    """Bind an accepted capsule to every op of ``graph`` or raise
-    ``PlanningError`` naming each op without one."""
+    """Bind an accepted capsule to every op of ``graph``, and of every body
+    its region nodes carry, or raise ``PlanningError`` naming each op without
+    one (inside a body: the op, the carrier and the body)."""
     chosen: dict[Op, Capsule] = {}
     missing: dict[Op, str] = {}
-    for node in graph.nodes:
+    for node, context in _every_node(graph, ""):
         if node.op in LEAF_OPS or node.op in chosen or node.op in missing:
             continue
         capsule = _accepted(node.op, profile)
         if capsule is None:
-            missing[node.op] = node.where
+            missing[node.op] = ", ".join(p for p in (node.where, context) if p)
         else:
             chosen[node.op] = capsule
     if missing:
@@ -61,6 +62,17 @@ def plan(graph: Graph, profile: Profile) -> Plan:
             f"Nothing was run; choose a strategy whose profile covers these ops, "
             f"e.g. strategy='reference'")
     return Plan(graph, profile, chosen)
+
+
+def _every_node(graph: Graph, context: str):
+    """Each node with where it sits: '' at the top, else 'in body NAME of
+    OP at LINE' (nested bodies chain)."""
+    for node in graph.nodes:
+        yield node, context
+        for name, sub in subgraphs(node):
+            inner = f"in body {name!r} of {node.op.value}" + (f" at {node.where}"
+                                                             if node.where else "")
+            yield from _every_node(sub.graph, f"{inner}{'; ' + context if context else ''}")
 
 
 def _accepted(op: Op, profile: Profile) -> Capsule | None:

@@ -17,7 +17,8 @@ per element reduced; ``dot_general`` counts 2·K per result element. The
 exact exponent and sign ops (ldexp, logb, copysign) count 1 like any basic
 operation; a table look-up counts the 11 basic operations of its reference
 meaning (offset, scale, clamp ×2, floor, index clamp, fraction, lerp ×4);
-a fused form counts its body, op by op.
+a region node (a fused form) counts its bodies, op by op (``subgraphs``),
+unless its primitive gives a cost rule of its own.
 
 Bytes moved depend on the strategy's memory model (its ``traffic``): *eager* — every
 non-view result is written to memory and every operand read back from it
@@ -38,8 +39,9 @@ from dataclasses import dataclass
 
 from ..backends import get_strategy
 from ..backends.liveness import VIEW_OPS
-from ..ir import Graph, Node, Op
+from ..ir import Graph, Node, Op, subgraphs
 from ..ir.ops import ELEMENTWISE, LAYOUT, REDUCE
+from ..transforms.regions import REGION_RULES
 
 _WEIGHT = {
     **{op: 10 for op in (Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -62,10 +64,6 @@ def _reduce(node: Node) -> int:
     return node.inputs[0].aval.size
 
 
-def _fused(node: Node) -> int:
-    return flops(node.attrs["body"].graph)
-
-
 def _dot(node: Node) -> int:
     a = node.inputs[0].aval
     k = math.prod(a.shape[i] for i in node.attrs["contract"][0])
@@ -76,17 +74,29 @@ def _dot(node: Node) -> int:
 COST = {
     Op.INPUT: _per_element(0),
     Op.CONST: _per_element(0),
+    Op.GET: lambda node: 0,  # a result of its node, which counts the work
     **{op: _per_element(_WEIGHT.get(op, 1)) for op in ELEMENTWISE},
     **{op: _per_element(0) for op in LAYOUT},
     **{op: _reduce for op in REDUCE},
     Op.DOT_GENERAL: _dot,
     Op.TABLE_LOOKUP: _per_element(11),
-    Op.FUSED: _fused,
 }
+"""Region primitives (``ops.REGION``) cost their bodies (``region_flops``)."""
 
 
 def flops(graph: Graph) -> int:
-    return sum(COST[node.op](node) for node in graph.nodes)
+    return sum(node_flops(node) for node in graph.nodes)
+
+
+def node_flops(node: Node) -> int:
+    """One node's flops; a region node's are its primitive's cost rule given
+    the cost of a body, else the sum of its bodies (a fused form: its body)."""
+    if node.op in COST:
+        return COST[node.op](node)
+    rules = REGION_RULES[node.op]
+    if rules.cost is not None:
+        return rules.cost(node, flops)
+    return sum(flops(sub.graph) for _, sub in subgraphs(node))
 
 
 def eager_bytes(graph: Graph) -> int:

@@ -115,10 +115,11 @@ or run EVAL's function and copy (ldexp, logb, table look-ups), and
 (broadcast, reshape, transpose, slice, rev) use EVAL itself: they allocate
 no data."""
 
-NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED})
+NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET})
 """Leaves; the matrix product, which always runs whole: BLAS may block a row
-slice differently from the full matrix; and fused forms, which this strategy
-has no kernels for: it unfuses the graph first and tiles the composition."""
+slice differently from the full matrix; fused forms, which this strategy
+has no kernels for: it unfuses the graph first and tiles the composition; and
+the results of a node with several (which runs whole, as its gets do)."""
 
 
 # --- tile sizes -----------------------------------------------------------------------------

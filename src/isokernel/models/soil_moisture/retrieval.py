@@ -21,8 +21,7 @@ whose fixed point satisfies R(ε' + iκ(ε')) = r* exactly. κ is the Mironov
 loss at the moisture that explains ε' (``dielectric.eps_im_of_eps_re``; a
 table lookup can replace it). The iterate ε'_k is used three times per sweep
 (κ, the lossy and the lossless reflectivity); the recorder shares it as one
-node, so recording is linear in the number of sweeps (strategies chapter
-§18.3.7).
+node, so recording is linear in the number of sweeps.
 
 Stage 4 — soil moisture from ε': the exact closed-form inverse of the
 Mironov real part (``dielectric.mv_from_eps_re``) by default, or the

@@ -13,12 +13,12 @@ aligned:
 - inverse, uniform in ξ = ε' − ε'(mvt; clay): mv(ε') (:func:`stage4_table`).
 
 ε'(mv) is increasing, so mv(ε') exists, but its natural abscissa is
-non-uniform and table hardware interpolates only uniform coordinates
-(strategies chapter §18.3.5). The inverse is therefore resampled once,
-host-side, by the table extension's ``Table.inverse``: the forward relation
-is sampled finely with a node exactly at mvt (:func:`forward_samples`), and
-``Table.inverse`` swaps the axes and resamples onto a uniform ξ grid with a
-node on the kink ξ = 0, reporting the approximation error it introduced.
+non-uniform and table hardware interpolates only uniform coordinates. The
+inverse is therefore resampled once, host-side, by the table extension's
+``Table.inverse``: the forward relation is sampled finely with a node
+exactly at mvt (:func:`forward_samples`), and ``Table.inverse`` swaps the
+axes and resamples onto a uniform ξ grid with a node on the kink ξ = 0,
+reporting the approximation error it introduced.
 The samples extend past [0, MV_MAX] (the formulas continue smoothly there)
 so every layer is sampled over its own range mv ∈ [0, MV_MAX] and beyond;
 farther out a layer continues its end segments linearly. Stage 4 clamps mv

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..codegen.pixel import pixel_count
 from ..ir import BackendUnavailableError, DTypeError, dtypes
-from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
+from ..ir.pytree import LEAF, leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
 from ..record.tables import refuse_hardware_modes
 from ..transforms import prepare_for_execution
@@ -96,6 +96,7 @@ class Jitted:
         self._sig = _signature(fun)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
         self._cache: dict = {}
+        self._plain: dict = {}  # the small-call fast path: see ``__call__``
         self._lock = threading.Lock()  # one recording per key, however many threads call
         self._last_key = None
         self.retraces = 0
@@ -107,13 +108,33 @@ class Jitted:
                 return self.fun(*args, **kwargs)
             with portable.numerics(self.numerics):
                 return self.fun(*args, **kwargs)
+        if not kwargs:  # the fast path: positional NumPy arrays, a call seen before
+            plain = self._plain_key(args)
+            compiled = self._plain.get(plain) if plain is not None else None
+            if compiled is not None:
+                return compiled.call_plain(args)
         names, dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
         key = self._key(names, treedef, leaves, statics)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._compile(key, names, dynamic, statics)
+        if not kwargs and plain is not None and compiled.plain_ok:
+            self._plain[plain] = compiled
         return compiled.call_flat(leaves)
+
+    def _plain_key(self, args) -> tuple | None:
+        """The fast path's key: each argument's shape and dtype when every one
+        is a plain NumPy array in native byte order (and no argument is
+        static), with the reduction and numerics modes; else None."""
+        if self._static:
+            return None
+        key = []
+        for a in args:
+            if type(a) is not np.ndarray or not a.dtype.isnative:
+                return None
+            key.append((a.shape, a.dtype))
+        return (*key, self.reductions_mode()[0], self.numerics_mode())
 
     def _compile(self, key, names, dynamic, statics) -> Compiled:
         """Record and compile for ``key`` once: concurrent first calls wait
@@ -267,6 +288,9 @@ class Compiled:
         self._shared = shared_outputs(self.graph)
         # calls run whole need room for their buffers; blocks were sized by the planner
         self._admit = admission(self) if self.blocks is None else None
+        self._unflatten = _unflattener(lowered.out_tree)
+        # the fast path hands host arrays straight over; device strategies convert
+        self.plain_ok = lowered.device.kind == "cpu"
 
     def __call__(self, *args, **kwargs):
         jitted = self.lowered.jitted
@@ -286,6 +310,17 @@ class Compiled:
             self._admit()
         outs = self._run.call_flat(arrays)
         return tree_unflatten(self.lowered.out_tree, _results(outs, arrays, self._shared))
+
+    def call_plain(self, arrays: tuple):
+        """``call_flat`` for positional NumPy arrays of exactly the recorded
+        shapes and dtypes, on a CPU strategy (``Jitted``'s fast path): no
+        conversion, no pytree walk."""
+        if self._admit is not None:
+            self._admit()
+        outs = list(self._run.call_flat(arrays))
+        for k in self._shared:
+            outs[k] = outs[k].copy()
+        return self._unflatten(outs)
 
     def measure(self, *args, **kwargs):
         """Run once with live-buffer tracking (strategies that support it)."""
@@ -334,6 +369,16 @@ NUMERICS_TEXT = {
     "portable": "portable: every transcendental recorded as its shared branchless "
                 "decomposition into IEEE basic ops (identical bits on every strategy)",
 }
+
+
+def _unflattener(out_tree):
+    """Outputs into the function's output structure; the two common ones
+    (one array, a flat tuple) without a tree walk."""
+    if out_tree == LEAF:
+        return lambda outs: outs[0]
+    if out_tree.kind == "tuple" and all(c == LEAF for c in out_tree.children):
+        return tuple
+    return functools.partial(tree_unflatten, out_tree)
 
 
 def _on_device(x) -> bool:

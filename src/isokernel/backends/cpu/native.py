@@ -43,6 +43,12 @@ from .staged import StagedExecutable, node_plan, stage_value
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
 MIN_CHUNK_ROWS = 16 * codegen.ISK_BLOCK
+INLINE_ROWS = 1 << 14
+"""Calls of at most this many pixels run their kernel on the calling thread,
+without the pool: below it, handing slices to workers and waiting for them
+costs more than the second core gains (``benchmarks/dispatch.py`` measures
+the crossover; on a 2-core machine the pool starts paying at 2^14-2^15
+rows of a tau-omega-sized region)."""
 FPE_POLICY = ("each kernel call clears the flags and returns those its rows raised (quiet "
               "comparisons; integer division by zero and float-to-integer casts out of range "
               "raise NumPy's flags); rows whose flags the caller's np.errstate does not ignore "
@@ -71,6 +77,14 @@ class NativeExecutable(StagedExecutable):
         self._kernels = self._compile()
         provider = PROVIDER_FMA if self.contract else PROVIDER
         self.plan = node_plan(plan, self.partition, provider)
+        self._direct = _Direct.of(self) if self.partition.pixels <= INLINE_ROWS else None
+
+    def call_flat(self, arrays) -> tuple:
+        """Small calls of a graph that is one row region go straight to its
+        kernel (``_Direct``); the rest run stage by stage."""
+        if self._direct is not None:
+            return self._direct(arrays)
+        return super().call_flat(arrays)
 
     def _compile(self) -> dict[int, tuple]:
         stem = re.sub(r"\W", "_", self.graph.name) or "f"
@@ -111,6 +125,8 @@ class NativeExecutable(StagedExecutable):
         the calls whose rows raised floating-point flags."""
         pixels = self.partition.pixels
         chunks = min(4 * self.workers, max(1, pixels // MIN_CHUNK_ROWS))
+        if pixels <= INLINE_ROWS:
+            chunks = 1  # on the calling thread: run_tasks runs one task inline
         slices = split(pixels, chunks, align=codegen.ISK_BLOCK)
         flagged: list[list[tuple[int, int, int]]] = [[] for _ in slices]
 
@@ -151,7 +167,73 @@ class NativeExecutable(StagedExecutable):
                  ("contract", contraction),
                  ("mathlib", mathlib),
                  ("kernel", built)]
-        return lines + ([("fp errors", FPE_POLICY)] if self.built is not None else [])
+        small = (f"calls of <= {INLINE_ROWS} pixels run on the calling thread (no pool)"
+                 + ("; this one is, one kernel call" if self._direct is not None else ""))
+        lines.append(("small calls", small))
+        lines += [("fp errors", FPE_POLICY)] if self.built is not None else []
+        return lines + self.contraction_lines()
+
+
+# --- the small-call path ------------------------------------------------------------------
+
+_ADDRESS_OF = ctypes.addressof
+_BYTE = ctypes.c_char
+
+
+class _Direct:
+    """One kernel call for a whole small call, on the calling thread: the
+    graph is one row region whose inputs are the call's arguments (or
+    constants) and whose outputs hold every result. Pointers come from the
+    arrays' buffers (``ctypes.c_char.from_buffer``: a fraction of the cost of
+    ``ndarray.ctypes``); a read-only or non-contiguous argument is copied to
+    a contiguous one first. Floating-point flags are handled as on the staged
+    path."""
+
+    def __init__(self, native: NativeExecutable, region: RowRegion, body, fn):
+        graph = native.graph
+        position = {x: i for i, x in enumerate(graph.inputs)}
+        self.native, self.region, self.fn = native, region, fn
+        self.pixels = native.partition.pixels
+        self.sources = [(position.get(x), x) for x in (*body.row_inputs, *body.whole_inputs)]
+        self.consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
+                       if i is None else None for i, x in self.sources]
+        self.outs = [((self.pixels, *n.shape[1:]), n.dtype) for n in body.outputs]
+        where = {n: k for k, n in enumerate(body.outputs)}
+        self.results = [where[x] for x in graph.outputs]
+
+    @classmethod
+    def of(cls, native: NativeExecutable):
+        """The direct path of ``native``, or None when its graph is not one
+        row region fed by arguments and constants that yields every output."""
+        stages = native.partition.stages
+        if len(stages) != 1 or not isinstance(stages[0], RowRegion):
+            return None
+        body, fn = native._kernels[0]
+        feeds = (*body.row_inputs, *body.whole_inputs)
+        if any(x.op not in (Op.INPUT, Op.CONST) for x in feeds):
+            return None
+        if any(x not in body.outputs for x in native.graph.outputs):
+            return None
+        return cls(native, stages[0], body, fn)
+
+    def __call__(self, arrays) -> tuple:
+        keep, pointers = [], []
+        for (i, node), const in zip(self.sources, self.consts):
+            array = const if i is None else arrays[i]
+            try:
+                pointers.append(_ADDRESS_OF(_BYTE.from_buffer(array)))
+            except (TypeError, ValueError):  # read-only, non-contiguous or empty
+                array = np.ascontiguousarray(array, node.dtype)
+                keep.append(array)
+                pointers.append(array.ctypes.data)
+        outs = [np.empty(shape, dtype) for shape, dtype in self.outs]
+        pointers += [_ADDRESS_OF(_BYTE.from_buffer(o)) if o.size else o.ctypes.data
+                     for o in outs]
+        status = self.fn(*pointers, 0, self.pixels)
+        if status:
+            env = dict(zip(self.native.graph.inputs, arrays))
+            self.native._diagnose(self.region, env, [(0, self.pixels, status)])
+        return tuple(outs[k] for k in self.results)
 
 
 # --- capsules -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..executable import ExecutableBase
 from ..planning import NodePlan, Plan
 from ..reductions import check_mode
 from ..reductions import kernel as reduction_kernel
+from .contraction import is_sliceable, sliced
 from .numpy_rules import NUMPY_PROVIDER, eval_kernel
 from .pool import run_tasks
 
@@ -36,8 +37,7 @@ class StagedExecutable(ExecutableBase):
         self.graph: Graph = part.graph
         self.partition = part
         self.reductions = check_mode(reductions)
-        self._whole = {node: reduction_kernel(node, eval_kernel(node), part.pixels, reductions,
-                                              self._run_blocks, tasks=2 * workers)
+        self._whole = {node: self._whole_kernel(node)
                        for stage in part.stages if isinstance(stage, Outside)
                        for node in stage.nodes}
         self._release = release_after(part)
@@ -53,6 +53,28 @@ class StagedExecutable(ExecutableBase):
             for dead in self._release[k]:
                 env.pop(dead, None)
         return tuple(stage_value(env, x) for x in self.graph.outputs)
+
+    def _whole_kernel(self, node: Node):
+        """How a node outside the row regions runs: by the reference rule,
+        a pixel-axis reduction in tree order when asked, a contraction batched
+        over the pixel axis in pixel slices on the pool (``contraction``)."""
+        pixels = self.partition.pixels
+        rule = reduction_kernel(node, eval_kernel(node), pixels, self.reductions,
+                                self._run_blocks, tasks=2 * self.workers)
+        if is_sliceable(node, pixels):
+            return sliced(node, rule, pixels, self._run_blocks, 4 * self.workers)
+        return rule
+
+    def contraction_lines(self) -> list[tuple[str, str]]:
+        """The report line on contractions, when the graph has any."""
+        nodes = [n for n in self.graph.nodes if n.op is Op.DOT_GENERAL]
+        if not nodes:
+            return []
+        pixels = self.partition.pixels
+        pooled = sum(is_sliceable(n, pixels) for n in nodes)
+        return [("contractions", f"{pooled} batched over the pixel axis run in pixel slices "
+                                 f"on the pool (bit-identical: each batch entry is its own "
+                                 f"product); {len(nodes) - pooled} run whole")]
 
     @abstractmethod
     def run_region(self, k: int, region: RowRegion, env: dict) -> None:

@@ -46,6 +46,7 @@ from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from . import loops
 from .numpy_rules import NUMPY_PROVIDER
+from .reference import ReferenceExecutable
 from .pool import SLICE_ROWS, in_worker, resolve_workers, run_tasks, split, stop_flag
 from .staged import StagedExecutable, node_plan, stage_value
 
@@ -114,6 +115,14 @@ or run EVAL's function and copy (ldexp, logb, table look-ups), and
 ``tests/test_threads.py`` checks each against EVAL bit for bit. View ops
 (broadcast, reshape, transpose, slice, rev) use EVAL itself: they allocate
 no data."""
+
+INLINE_ROWS = 1 << 12
+"""Calls of at most this many pixels run on the calling thread as one tile
+(``ThreadsExecutable.call_flat``): below it, the pool's hand-over and the tile
+bookkeeping cost more than the second core gains (``benchmarks/dispatch.py``
+measures the crossover on the machine at hand)."""
+INLINE_TEXT = ("calls of <= {rows} pixels run on the calling thread as one tile, by the "
+               "reference's NumPy calls (no pool)")
 
 NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET})
 """Leaves; the matrix product, which always runs whole: BLAS may block a row
@@ -519,6 +528,17 @@ class ThreadsExecutable(StagedExecutable):
                          if isinstance(s, RowRegion)}
         gil_free = {k: PROVIDER_LOOPS for k, r in self._runners.items() if r.planned_gil_free}
         self.plan = node_plan(plan, self.partition, PROVIDER, gil_free)
+        small = self.partition.pixels <= INLINE_ROWS
+        self._inline = ReferenceExecutable(plan, reductions) if small else None
+
+    def call_flat(self, arrays) -> tuple:
+        """A small call runs on the calling thread as one tile: the
+        reference's NumPy calls over the whole call, which are the tiles'
+        calls (bit-identical by this strategy's contract) without the pool,
+        the tile bookkeeping or the driver."""
+        if self._inline is not None:
+            return self._inline.call_flat(arrays)
+        return super().call_flat(arrays)
 
     def run_region(self, k: int, region: RowRegion, env: dict) -> None:
         runner = self._runners[k]
@@ -540,10 +560,12 @@ class ThreadsExecutable(StagedExecutable):
         lines = [("workers", f"{self.workers} ({self.workers_source})"),
                  ("pixels", self.partition.describe()),
                  ("tiles", tiles),
-                 ("tile path", paths)]
+                 ("tile path", paths),
+                 ("small calls", INLINE_TEXT.format(rows=INLINE_ROWS) + (
+                     "; this one is" if self._inline is not None else ""))]
         if any(r.path == loops.PATH for r in self._runners.values()):
             lines.append(("fp errors", loops.FPE_POLICY))
-        return lines
+        return lines + self.contraction_lines()
 
 
 # --- capsules -----------------------------------------------------------------------------

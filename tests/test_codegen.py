@@ -1,6 +1,7 @@
-"""The C emitter: golden files for five representative graphs, the body
-independent of its host wrapper, exact literals, and the compiler's cache
-(atomic entries, corrupted ones rebuilt) and probe."""
+"""The C emitter: golden files for six representative graphs (one with rows
+beyond the unrolling cap, as loops), the body independent of its host
+wrapper, exact literals, and the compiler's cache (atomic entries, corrupted
+ones rebuilt) and probe."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 import isokernel as ik
 from isokernel import codegen
-from isokernel.backends import get_strategy, loops
+from isokernel.backends import get_strategy
+from isokernel.backends.cpu import loops
 from isokernel.codegen import compiler as cc
 from isokernel.codegen import driver
 from isokernel.codegen.c_expr import literal
@@ -41,6 +43,7 @@ def _examples():
         "per_pixel_stats": [np.ones((8, 4), f64), np.ones(4, f64)],
         "integer_bins": [np.ones(8, np.int64), np.ones(8, np.int64)],
         "layout": [np.ones((8, 2, 3), f32)],
+        "spectra": [np.ones((128, 100), f64), np.ones(100, f64)],
     }
 
 
@@ -71,6 +74,18 @@ def test_golden_files_show_provenance_literals_and_a_select():
     assert " ? " in guarded and "isk_f64_to_i32(" in guarded
     assert "isk_floordiv_i64" in (GOLDEN / "integer_bins.c").read_text()
     assert "isk_bits_f32(0x7f800000u)" in (GOLDEN / "layout.c").read_text()
+
+
+def test_golden_rows_beyond_the_cap_are_loops():
+    """The spectra model's rows of 100: loops over the row with provenance,
+    arrays for the values read after a loop, index maps instead of copies."""
+    spectra = (GOLDEN / "spectra.c").read_text()
+    assert "    double v6[100];  // %6 add @ models.py:41" in spectra
+    assert ("    for (int64_t k = 0; k < 100; k++) {  // for k < 100: %3 mul @ models.py:41 .. "
+            "%6 add @ models.py:41" in spectra)
+    assert "const double v14_k = (v12_k - v6[99 - k]);" in spectra  # the flip: an affine index
+    assert "v6[isk_idx_" in spectra and "static const int32_t isk_idx_" in spectra
+    assert "out3[i * 2 + 1] = v6[1];" in spectra  # a short slice: names again
 
 
 def test_body_is_independent_of_the_host_wrapper():

@@ -66,6 +66,16 @@ def test_cuda_wraps_the_very_c_body():
     assert "--fmad=false" in cu.splitlines()[1] and "--ftz=false" in cu.splitlines()[1]
 
 
+def test_cuda_wraps_the_very_c_body_with_its_loops():
+    """Rows beyond the unrolling cap: the loops and arrays of the C body,
+    character for character; static index maps in device memory."""
+    cu, c = (GOLDEN / "spectra.cu").read_text(), (GOLDEN / "spectra.c").read_text()
+    start = c.index("ISK_INLINE void")
+    body = c[start:c.index("\n}\n", start) + 3]
+    assert body in cu and "for (int64_t k = 0; k < 100; k++) {" in body
+    assert "static __device__ const int32_t isk_idx_" in cu
+
+
 def test_cuda_source_is_public_and_records_the_contraction():
     graph = ik.trace(lambda a, b, c: a * b + c, *[np.ones(4, np.float32)] * 3)
     off, on = ik.codegen.cuda_source(graph), ik.codegen.cuda_source(graph, contract=True)

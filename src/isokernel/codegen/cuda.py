@@ -29,8 +29,8 @@ import numpy as np
 from ..ir import Attrs, Aval, Graph, Literal, Node, Op, dtypes
 from ..transforms.fusion import unfuse
 from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, SHORT, Ctx, helper_for, literal
-from .emit import Body, emit_body, prelude, supports
-from .pixel import ROWS, WHOLE, Partition, Region, partition
+from .emit import CBody, emit_body, prelude, supports
+from .pixel import ROWS, WHOLE, Partition, RowRegion, partition
 
 BASE_OPTIONS = ("--std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
 FMAD = {False: "--fmad=false", True: "--fmad=true"}
@@ -85,8 +85,8 @@ class RegionKernel:
     it computes. Arguments: row inputs, whole inputs, outputs, row count."""
 
     name: str
-    body: Body
-    region: Region
+    body: CBody
+    region: RowRegion
 
     @property
     def arity(self) -> int:
@@ -105,7 +105,7 @@ class CudaModule:
     options: tuple[str, ...] = field(default=())
 
 
-def _pointer_params(body: Body) -> list[str]:
+def _pointer_params(body: CBody) -> list[str]:
     params = []
     groups = (("in", body.row_inputs, "const "), ("w", body.whole_inputs, "const "),
               ("out", body.outputs, ""))
@@ -114,13 +114,21 @@ def _pointer_params(body: Body) -> list[str]:
     return params
 
 
-def region_wrapper(body: Body, kernel: str) -> str:
+def region_wrapper(body: CBody, kernel: str) -> str:
     """``kernel(<pointers>, rows)``: the body for every row, grid-stride."""
     params = _pointer_params(body)
     names = [p.rsplit(" ", 1)[1] for p in params]
     return (f'extern "C" __global__ void {kernel}({", ".join(params)}, const int64_t rows)\n'
             f"{{\n{grid_stride()}"
             f"        {body.name}(i, {', '.join(names)});\n}}\n")
+
+
+def body_source(body: CBody, kernel: str, what: str, contract: bool = False) -> str:
+    """One body (emitted, or built from statements by hand) in its region
+    wrapper ``kernel``, as a translation unit for NVRTC."""
+    parts = [_header([kernel], what, contract), PRELUDE, "\n", prelude(body.helpers),
+             device_data(body.data), body.function, "\n", region_wrapper(body, kernel)]
+    return record("".join(parts))
 
 
 def _stem(graph: Graph) -> str:
@@ -131,7 +139,7 @@ def _outside_lines(part: Partition) -> str:
     """A comment naming what runs between the kernels, as library operations."""
     lines = []
     for stage in part.stages:
-        if not isinstance(stage, Region):
+        if not isinstance(stage, RowRegion):
             for node in stage.nodes:
                 where = f" @ {node.where}" if node.where else ""
                 lines.append(f"//   %{part.graph.index(node)} {node.op.value}{where}")
@@ -150,7 +158,7 @@ def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
     stem = _stem(graph)
     kernels = []
     for k, stage in enumerate(part.stages):
-        if isinstance(stage, Region):
+        if isinstance(stage, RowRegion):
             body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes)
             kernels.append(RegionKernel(f"isk_{stem}_r{k}", body, stage))
     parts = [_header([k.name for k in kernels], f"Graph {graph.name}", contract), PRELUDE,
@@ -193,7 +201,7 @@ class ElementwiseKernel:
     scalars: tuple[int, ...]  # operand positions passed as ``w<k>``, in order
     op: Op
     attrs: dict
-    body: Body
+    body: CBody
 
 
 def _input(aval: Aval, index: int) -> Node:
@@ -242,7 +250,7 @@ def elementwise_kernel(op: Op, attrs: dict, operand_dtypes, out_dtype, kinds) ->
     modes[node] = (ROWS,) * len(operands)
     row_inputs = tuple(inputs[k] for k in vectors)
     whole_inputs = tuple(inputs[k] for k in scalars)
-    region = Region(tuple(nodes), modes, row_inputs, whole_inputs, (node,))
+    region = RowRegion(tuple(nodes), modes, row_inputs, whole_inputs, (node,))
     numbers = {n: i for i, n in enumerate((*row_inputs, *whole_inputs, *nodes))}
     text = _signature_text(op, attrs, operand_dtypes, out_dtype, kinds)
     name = "isk_e_" + re.sub(r"\W", "_", text)

@@ -1,4 +1,4 @@
-"""The CPU host wrapper around an SSA body: a C function over a slice
+"""The CPU host wrapper around a C body (``emit.CBody``): a C function over a slice
 ``[begin, end)`` of the pixel axis.
 
 Rows are processed in blocks of ``ISK_BLOCK`` by one non-inlined block
@@ -7,7 +7,9 @@ it without a scalar remainder. A slice's last partial block is copied into
 padded buffers and run through the same block function. Every row
 therefore goes through the same instructions wherever it falls in a slice:
 results do not depend on the worker count or the slicing, even where a
-vector math library is used.
+vector math library is used. A body with row loops (rows beyond the
+emitter's unrolling cap) is vectorized along those loops instead, whose
+elements take the vector or the scalar code by their index alone.
 
 With ``vector_math``, the libm functions the body calls are declared with
 ``__attribute__((simd))`` so GCC calls the vector variants of glibc's
@@ -17,7 +19,7 @@ the capsules.
 A kernel clears the floating-point flags on entry and returns those its
 rows raised, as NumPy's ``NPY_FPE_*`` bits, so that the caller can give
 them to NumPy's error state (``backends.native``). It runs the body's host
-copy (``Body.host_function``): quiet float comparisons, and the flags
+copy (``CBody.host_function``): quiet float comparisons, and the flags
 NumPy's loops raise where C raises none (integer division by zero, casts
 of NaN and out-of-range values to integers).
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 import math
 
 from .c_expr import CTYPE, TRANSCENDENTAL_NAMES
-from .emit import Body, prelude
+from .emit import CBody, prelude
 
 ISK_BLOCK = 256
 HEADER = """\
@@ -66,7 +68,7 @@ def simd_declarations(names) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def _params(body: Body, prefix: str = "") -> tuple[list[str], list[str]]:
+def _params(body: CBody, prefix: str = "") -> tuple[list[str], list[str]]:
     """(declarations, argument names) of the kernel's pointer parameters."""
     decls, names = [], []
     groups = (("in", body.row_inputs, True), ("w", body.whole_inputs, True),
@@ -79,7 +81,7 @@ def _params(body: Body, prefix: str = "") -> tuple[list[str], list[str]]:
     return decls, names
 
 
-def host_source(kernels: list[tuple[Body, str]], graph_name: str, vector_math: bool) -> str:
+def host_source(kernels: list[tuple[CBody, str]], graph_name: str, vector_math: bool) -> str:
     """One translation unit for the ``(body, kernel name)`` pairs: header,
     helpers once, then each body with its block function and kernel."""
     parts = [HEADER.format(kernel=", ".join(k for _, k in kernels), graph=graph_name,
@@ -98,7 +100,7 @@ def host_source(kernels: list[tuple[Body, str]], graph_name: str, vector_math: b
     return "\n".join(parts)
 
 
-def _block_function(body: Body, kernel: str, decls, names) -> str:
+def _block_function(body: CBody, kernel: str, decls, names) -> str:
     return (f"static __attribute__((noinline)) void {kernel}_block({', '.join(decls)})\n"
             f"{{\n    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
             f"        {body.name}(j, {', '.join(names)});\n}}\n")
@@ -108,7 +110,7 @@ def _row(node) -> str:
     return f"{math.prod(node.shape[1:])} * sizeof({CTYPE[node.dtype]})"
 
 
-def _tail_function(body: Body, kernel: str, decls, names) -> str:
+def _tail_function(body: CBody, kernel: str, decls, names) -> str:
     """Rows ``[i, end)`` (fewer than a block), padded with copies of row i."""
     lines = [f"static void {kernel}_tail({', '.join(decls)}, int64_t i, int64_t end)", "{",
              "    int64_t n = end - i;"]
@@ -131,7 +133,7 @@ def _tail_function(body: Body, kernel: str, decls, names) -> str:
     return "\n".join(lines + ["}", ""])
 
 
-def _kernel_function(body: Body, kernel: str, decls, names) -> str:
+def _kernel_function(body: CBody, kernel: str, decls, names) -> str:
     offsets = []
     for k, node in enumerate(body.row_inputs):
         offsets.append(f"in{k} + i * {math.prod(node.shape[1:])}")

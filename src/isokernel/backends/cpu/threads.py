@@ -46,8 +46,8 @@ from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from . import loops
 from .numpy_rules import NUMPY_PROVIDER
-from .reference import ReferenceExecutable
 from .pool import SLICE_ROWS, in_worker, resolve_workers, run_tasks, split, stop_flag
+from .reference import ReferenceExecutable
 from .staged import StagedExecutable, node_plan, stage_value
 
 PROVIDER = "numpy-tiles"

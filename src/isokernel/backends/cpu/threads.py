@@ -121,8 +121,8 @@ INLINE_ROWS = 1 << 12
 (``ThreadsExecutable.call_flat``): below it, the pool's hand-over and the tile
 bookkeeping cost more than the second core gains (``benchmarks/dispatch.py``
 measures the crossover on the machine at hand)."""
-INLINE_TEXT = ("calls of <= {rows} pixels run on the calling thread as one tile, by the "
-               "reference's NumPy calls (no pool)")
+INLINE_TEXT = ("calls of <= {rows} pixels (and at most one tile of an asked tile_rows) run on "
+               "the calling thread as one tile, by the reference's NumPy calls (no pool)")
 
 NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET})
 """Leaves; the matrix product, which always runs whole: BLAS may block a row
@@ -528,8 +528,14 @@ class ThreadsExecutable(StagedExecutable):
                          if isinstance(s, RowRegion)}
         gil_free = {k: PROVIDER_LOOPS for k, r in self._runners.items() if r.planned_gil_free}
         self.plan = node_plan(plan, self.partition, PROVIDER, gil_free)
-        small = self.partition.pixels <= INLINE_ROWS
-        self._inline = ReferenceExecutable(plan, reductions) if small else None
+        self._inline = (ReferenceExecutable(plan, reductions) if self._is_small(tile_rows)
+                        else None)
+
+    def _is_small(self, tile_rows: int | None) -> bool:
+        """At most ``INLINE_ROWS`` pixels, and no more than one tile of the
+        asked ``tile_rows`` (a call split into asked tiles runs its tiles)."""
+        pixels = self.partition.pixels
+        return pixels <= INLINE_ROWS and (tile_rows is None or pixels <= tile_rows)
 
     def call_flat(self, arrays) -> tuple:
         """A small call runs on the calling thread as one tile: the

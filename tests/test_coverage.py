@@ -42,6 +42,7 @@ TABLES = {
     ("isokernel.transforms.vmap", "BATCH"): ("covers", ALL - NO_BATCH),
     ("isokernel.transforms.simplify", "LOWER"): ("exactly", TRANSFORM_ONLY | {Op.CUSTOM_LIN}),
     ("isokernel.transforms.regions", "REGION_RULES"): ("exactly", REGION),
+    ("isokernel.transforms.linearize", "PARTIAL_EVAL"): ("within", REGION),
     ("isokernel.record.portable", "LOWERINGS"): ("exactly", TRANSCENDENTAL),
     ("isokernel.codegen.c_expr", "C_EXPR"): ("exactly", ELEMENTWISE | TABLE | REDUCE),
     ("isokernel.codegen.c_expr", "MATH"): ("exactly", TRANSCENDENTAL | {Op.SQRT, Op.ROUND}),

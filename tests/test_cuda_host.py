@@ -22,7 +22,7 @@ from isokernel.backends.cuda.runtime import LaunchError, architecture, launch_sh
 from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
 from isokernel.ir import Op
-from isokernel.ir.ops import LEAF, PROJECTION, TRANSCENDENTAL, TRANSFORM_ONLY
+from isokernel.ir.ops import CONTROL, LEAF, PROJECTION, TRANSCENDENTAL, TRANSFORM_ONLY
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
 from isokernel.transforms import prepare_for_execution
 
@@ -49,7 +49,7 @@ def reference(fn, *args):
 
 def test_every_computing_op_has_a_device_rule():
     # gets read the results of a node with several, which runs whole
-    exempt = LEAF | TRANSFORM_ONLY | PROJECTION
+    exempt = LEAF | TRANSFORM_ONLY | PROJECTION | CONTROL
     missing = [op.value for op in Op if op not in CUPY and op not in exempt]
     assert missing == []
 

@@ -10,6 +10,7 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.ir import Op
+from isokernel.ir.ops import CONTROL
 from isokernel.record import bind
 from isokernel.transforms.vmap import BATCH, NO_BATCH
 
@@ -58,7 +59,8 @@ def test_cases_exercise_every_batching_rule():
     for f in CASES.values():
         seen |= ik.trace(f, Y, Y).ops()
     # test_autodiff_custom and test_regions: the custom calls and the gets that read them
-    custom = {Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL, Op.CUSTOM_LIN, Op.GET}
+    custom = {Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL, Op.CUSTOM_LIN, Op.GET} | CONTROL
+    # (control flow: test_control_flow.py)
     assert set(BATCH) - custom - seen == set()
     assert NO_BATCH == {Op.INPUT, Op.CONST}
 

@@ -3,7 +3,8 @@ arrays, and run it as a NumPy oracle, on every CPU core, as compiled native
 code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
-from . import deploy  # installs the block planner, report lines, probe and CPU budget into jit
+# deploy installs the block planner, report lines, probe and CPU budget into jit
+from . import deploy
 from .backends import (
     Capsule,
     Executable,
@@ -18,6 +19,7 @@ from .backends import (
     register_strategy,
     unregister_strategy,
 )
+from .control import checkpoint, cond, fori_loop, remat, scan, switch, while_loop
 from .ir import (
     BackendUnavailableError,
     DifferentiationError,
@@ -56,7 +58,8 @@ __all__ = [
     "BackendUnavailableError", "Capsule", "DTypeError", "DifferentiationError", "Executable",
     "ExecutableBase", "Graph", "GraphError", "IsokernelError", "MemoryModel",
     "NumericalPolicy", "PlanningError", "Profile", "RetraceWarning", "ShapeDtype", "ShapeError",
-    "StrategySpec", "TracerError", "custom_jvp", "custom_vjp", "deploy", "grad", "hessian",
+    "StrategySpec", "TracerError", "checkpoint", "cond", "custom_jvp", "custom_vjp", "deploy",
+    "fori_loop", "grad", "hessian", "remat", "scan", "switch", "while_loop",
     "hvp", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linearize", "numerics", "plan",
     "register_pytree_node", "register_strategy", "replay", "stop_gradient", "trace",
     "tree_flatten", "tree_map", "tree_unflatten", "unregister_strategy", "value_and_grad",

@@ -94,7 +94,7 @@ def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -
     (default: each buffer's aval size) lets a caller weigh buffers otherwise,
     e.g. deploy's memory shape evaluates the same walk at another pixel
     count."""
-    size = nbytes or (lambda node: sum(a.nbytes for a in node.avals))
+    size = nbytes or (lambda node: node.nbytes)
     owner = _storage(graph)
     end = len(graph.nodes)
     last: dict[Node, int] = {}
@@ -113,7 +113,7 @@ def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -
         tracker.open(x, size(x), -1)
     for i, node in enumerate(graph.nodes):
         if node.op is Op.CONST:
-            tracker.const_bytes += node.aval.nbytes
+            tracker.const_bytes += node.nbytes
         elif owner[node] is node and node.op is not Op.INPUT:
             tracker.open(node, size(node), i)
         for storage in dying.get(i, ()):

@@ -103,23 +103,23 @@ def eager_bytes(graph: Graph) -> int:
     """Every non-view result written once, every operand's storage read."""
     total = 0
     for node in graph.nodes:
-        if node.op in (Op.INPUT, Op.CONST) or node.op in VIEW_OPS:
-            continue
+        if node.op in (Op.INPUT, Op.CONST, Op.GET) or node.op in VIEW_OPS:
+            continue  # a get reads what its node wrote
         read = {_viewed(x) for x in node.inputs}
-        total += node.aval.nbytes + sum(x.aval.nbytes for x in read)
+        total += node.nbytes + sum(x.nbytes for x in read)
     return total
 
 
 def _viewed(node: Node) -> Node:
     """The value whose storage a view reads (itself if not a view)."""
-    while node.op in VIEW_OPS:
+    while node.op in VIEW_OPS or node.op is Op.GET:
         node = node.inputs[0]
     return node
 
 
 def fused_bytes(graph: Graph) -> int:
     ends = {*graph.inputs, *graph.outputs, *graph.consts()}
-    return sum(x.aval.nbytes for x in ends)
+    return sum(x.nbytes for x in ends)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:
     for the multi-threaded CPU strategies, concurrent blocks of this size for
     the eager CPU one, the largest block on a GPU."""
     shape = memory_shape(graph, strategy, workers=budget.cpus.value)
-    consts = sum(n.aval.nbytes for n in graph.consts())
+    consts = sum(n.nbytes for n in graph.consts())
     at = f"P={shape.pixels}" if shape.pixels else "no pixel axis"
     at_p = f"{strategy} bytes({at}) = {shape.formula()}, {shape.basis}"
     if _on_gpu(strategy):

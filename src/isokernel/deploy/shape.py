@@ -70,12 +70,14 @@ class _Rows:
         self.pixels = pixel_count(graph) or None
 
     def per_row(self, node: Node) -> int:
-        if self.pixels and node.aval.shape[:1] == (self.pixels,):
-            return node.aval.nbytes // self.pixels
-        return 0
+        """Bytes per pixel of the node's results that have the pixel axis."""
+        if not self.pixels:
+            return 0
+        return sum(a.nbytes // self.pixels for a in node.avals
+                   if a.shape[:1] == (self.pixels,))
 
     def fixed(self, node: Node) -> int:
-        return node.aval.nbytes - self.per_row(node) * (self.pixels or 0)
+        return node.nbytes - self.per_row(node) * (self.pixels or 0)
 
     def split(self, nodes) -> tuple[int, int]:
         return sum(self.fixed(n) for n in nodes), sum(self.per_row(n) for n in nodes)
@@ -86,7 +88,7 @@ def _eager(graph: Graph, rows: _Rows) -> tuple[int, int, int]:
     at_p = static_liveness(graph)
     if not rows.pixels:
         return at_p.peak_bytes + at_p.const_bytes, 0, at_p.peak_buffers
-    at_2p = static_liveness(graph, nbytes=lambda n: n.aval.nbytes + rows.per_row(n) * rows.pixels)
+    at_2p = static_liveness(graph, nbytes=lambda n: n.nbytes + rows.per_row(n) * rows.pixels)
     per = (at_2p.peak_bytes - at_p.peak_bytes) // rows.pixels
     fixed = at_p.peak_bytes - per * rows.pixels + at_p.const_bytes
     return fixed, per, at_p.peak_buffers
@@ -95,7 +97,7 @@ def _eager(graph: Graph, rows: _Rows) -> tuple[int, int, int]:
 def _io(graph: Graph, rows: _Rows) -> tuple[int, int]:
     ends = {*graph.inputs, *graph.outputs}
     fixed, per = rows.split(ends)
-    return fixed + sum(n.aval.nbytes for n in graph.consts()), per
+    return fixed + sum(n.nbytes for n in graph.consts()), per
 
 
 def _marshal(graph: Graph, rows: _Rows) -> int:

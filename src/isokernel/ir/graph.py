@@ -138,6 +138,11 @@ class Node:
         return self.aval if isinstance(self.aval, tuple) else (self.aval,)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of every result."""
+        return sum(a.nbytes for a in self.avals)
+
+    @property
     def several(self) -> bool:
         """True for a node with a tuple of results (read through ``get``)."""
         return isinstance(self.aval, tuple)

@@ -97,6 +97,14 @@ class Op(Enum):
     FUSED = "fused"
     # result ``index`` of a node with several results (a region node)
     GET = "get"
+    # structured control flow (``isokernel.control``): branches, loops and
+    # rematerialization, each a region node carrying its bodies
+    COND = "cond"
+    WHILE = "while"
+    WHILE_LIN = "while_lin"
+    WHILE_VJP = "while_vjp"
+    SCAN = "scan"
+    CHECKPOINT = "checkpoint"
 
 
 LEAF = frozenset({Op.INPUT, Op.CONST})
@@ -136,10 +144,15 @@ LAYOUT = frozenset({
 TABLE = frozenset({Op.TABLE_LOOKUP})
 
 # Region primitives: nodes that carry sub-graphs (``graph.subgraphs``). Each
-# keeps all of its rules in one module of ``transforms`` that registers them
-# into the tables (``transforms.regions``): fused forms in fusion.py, the
-# custom-derivative calls and the linear map of a custom_vjp rule in custom.py.
-REGION = frozenset({Op.FUSED, Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL, Op.CUSTOM_LIN})
+# keeps all of its rules in one module that registers them into the tables
+# (``transforms.regions``): fused forms in transforms/fusion.py, the
+# custom-derivative calls and the linear map of a custom_vjp rule in
+# transforms/custom.py, control flow in control/.
+REGION = frozenset({Op.FUSED, Op.CUSTOM_JVP_CALL, Op.CUSTOM_VJP_CALL, Op.CUSTOM_LIN,
+                    Op.COND, Op.WHILE, Op.WHILE_LIN, Op.WHILE_VJP, Op.SCAN, Op.CHECKPOINT})
+
+# The control-flow regions (``isokernel.control``).
+CONTROL = frozenset({Op.COND, Op.WHILE, Op.WHILE_LIN, Op.WHILE_VJP, Op.SCAN, Op.CHECKPOINT})
 
 # Reads one result of a node with several results (no computation of its own).
 PROJECTION = frozenset({Op.GET})

@@ -42,10 +42,11 @@ class Split:
 
 
 PARTIAL_EVAL: dict[Op, Callable] = {}
-"""``rule(node, operands, known: tuple[bool, ...]) -> Split`` for a node that
-reads some linear values; ``operands`` are the primal graph's values (``None``
-where ``known`` is False). Ops without one are linear as a whole when they
-read a linear value (the dependency split)."""
+"""``rule(node, operands, known: tuple[bool, ...]) -> Split | None`` for a
+node that reads some linear values; ``operands`` are the primal graph's
+values (``None`` where ``known`` is False). Ops without one, or whose rule
+returns None for this node, are linear as a whole when they read a linear
+value (the dependency split)."""
 
 
 def _residuals(jg: Graph, linear: set, touts) -> list:
@@ -175,13 +176,14 @@ class _Walk:
             return
         self.unknown.add(node)
         rule = PARTIAL_EVAL.get(node.op)
-        if rule is None:
+        split = None if rule is None else rule(
+            node, [env[x] if is_known else None for x, is_known in zip(node.inputs, known)],
+            known)
+        if split is None:  # no rule, or none for this node: the dependency split
             for x, is_known in zip(node.inputs, known):
                 if is_known:
                     self._need(x)
             return
-        split = rule(node, [env[x] if is_known else None for x, is_known in
-                            zip(node.inputs, known)], known)
         start = len(self.handed)
         self.handed += list(split.residuals)
         self.splits[node] = (split, range(start, len(self.handed)))

@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 
+from ... import control  # noqa: F401 - its primitives' EVAL rules exist before capsules
 from ...ir import EVAL, Node, Op
 from ...ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
 from ..capsules import Capsule, NumericalPolicy, register
@@ -62,6 +63,12 @@ _NAMES = {
     Op.LDEXP: "numpy.ldexp", Op.LOGB: "numpy.frexp (exponent - 1)",
     Op.TABLE_LOOKUP: "isokernel table_lookup (clamp, floor, lerp)",
     Op.FUSED: "isokernel fused form (its body, op by op)",
+    Op.COND: "isokernel cond (the branch the index picks, op by op)",
+    Op.WHILE: "isokernel while (the body while the predicate holds, per lane)",
+    Op.WHILE_LIN: "isokernel while_lin (the JVP'd loop, for its tangents)",
+    Op.WHILE_VJP: "isokernel while_vjp (checkpointed reverse sweep, O(sqrt(T) carry))",
+    Op.SCAN: "isokernel scan (the body step by step, outputs stacked)",
+    Op.CHECKPOINT: "isokernel checkpoint (its body, op by op)",
 }
 
 

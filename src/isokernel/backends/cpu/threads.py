@@ -39,6 +39,7 @@ import numpy as np
 
 from ...codegen.pixel import ROWS, WHOLE, RowRegion, partition
 from ...ir import EVAL, Node, Op
+from ...ir.ops import CONTROL
 from ...transforms.fusion import unfuse
 from ..capsules import Capsule, register, registered
 from ..liveness import VIEW_OPS
@@ -127,11 +128,12 @@ cores the pool pays at smaller sizes."""
 INLINE_TEXT = ("calls of <= {rows} pixels (and at most one tile of an asked tile_rows) run on "
                "the calling thread as one tile, by the reference's NumPy calls (no pool)")
 
-NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET})
+NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET}) | CONTROL
 """Leaves; the matrix product, which always runs whole: BLAS may block a row
 slice differently from the full matrix; fused forms, which this strategy
 has no kernels for: it unfuses the graph first and tiles the composition; and
-the results of a node with several (which runs whole, as its gets do)."""
+the results of a node with several (which runs whole, as its gets do); and
+control flow, which runs whole by its EVAL rule."""
 
 
 # --- tile sizes -----------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""What the control-flow primitives share: recording a user's body function
+as a closed sub-graph, giving several bodies one signature, and the checks
+whose errors name the user's line and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import Aval, Graph, ShapeError, dtypes
+from ..ir.pytree import tree_flatten, tree_unflatten
+from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
+from ..record.tracer import aval_of_example
+from ..transforms.graphs import retrace
+
+
+def strong_aval(x) -> Aval:
+    """The aval a carry or operand leaf gets: Python scalars become arrays
+    of their default dtype (a loop carry has one dtype for good)."""
+    return aval_of_example(x).strong()
+
+
+def examples(leaves) -> list[ShapeDtype]:
+    return [ShapeDtype(a.shape, a.dtype) for a in map(strong_aval, leaves)]
+
+
+def as_values(leaves) -> list:
+    """Leaves as values a recording or NumPy can take: Python scalars as
+    arrays of their default dtype, tracers and arrays as they are."""
+    return [x if isinstance(x, (Tracer, np.ndarray)) else
+            np.asarray(x, dtype=strong_aval(x).dtype) for x in leaves]
+
+
+def trace_body(fn, args: Sequence, name: str):
+    """Record ``fn(*args)`` (args: example leaves or a pytree of them) as a
+    closed graph: (graph, output treedef, captured outer values)."""
+    return trace_flat(fn, tuple(args), name=name)
+
+
+def union(*capture_lists) -> list:
+    """The distinct captured values of several bodies, first seen first."""
+    found: dict = {}
+    for caps in capture_lists:
+        for c in caps:
+            found.setdefault(c.node, c)
+    return list(found.values())
+
+
+def with_inputs(graph: Graph, n_args: int, caps: Sequence, everything: Sequence) -> Graph:
+    """``graph`` (inputs: ``n_args`` arguments, then ``caps``) re-recorded to
+    take the arguments, then every value of ``everything``: bodies of one
+    primitive share one signature."""
+    where = {c.node: i for i, c in enumerate(everything)}
+    if [c.node for c in caps] == [c.node for c in everything]:
+        return graph
+    avals = [x.aval for x in graph.inputs[:n_args]] + [c.aval for c in everything]
+
+    def body(*xs):
+        return replay(graph, *xs[:n_args], *(xs[n_args + where[c.node]] for c in caps))
+    return retrace(avals, body, [*graph.input_names[:n_args],
+                                 *(f"capture{i}" for i in range(len(everything)))], graph.name)
+
+
+def flat_avals(graph: Graph, outputs: bool = True) -> list[Aval]:
+    nodes = graph.outputs if outputs else graph.inputs
+    return [x.aval.strong() for x in nodes]
+
+
+def check_same(where: str, what: str, fix: str, got: Sequence[Aval], want: Sequence[Aval],
+               got_tree=None, want_tree=None) -> None:
+    """Refuse a body whose outputs differ from what it must return."""
+    if got_tree is not None and got_tree != want_tree:
+        raise ShapeError(f"{what} at {where}: it returns the structure {got_tree}, but "
+                         f"{want_tree} is required; {fix}")
+    for k, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            raise ShapeError(f"{what} at {where}: leaf {k} is {g} where {w} is required; "
+                             f"{fix}")
+
+
+def cast_weak(graph: Graph, want: Sequence[Aval]) -> Graph:
+    """Outputs that are weak Python scalars cast to the dtype required (a
+    body returning ``0.0`` for a float32 carry returns a float32 zero)."""
+    outs = graph.outputs
+    if not any(x.aval.weak and x.aval.dtype != w.dtype for x, w in zip(outs, want)):
+        return graph
+
+    def body(*xs):
+        values = replay(graph, *xs)
+        return [bind_cast(v, x.aval, w) for v, x, w in zip(values, outs, want)]
+    return retrace([x.aval for x in graph.inputs], body, graph.input_names, graph.name)
+
+
+def bind_cast(value, aval: Aval, want: Aval):
+    from ..ir import Op
+    if aval.weak and aval.dtype != want.dtype and aval.dtype.kind in "biuf":
+        return bind(Op.CAST, value, dtype=want.dtype)
+    return value
+
+
+def unflatten(tree, leaves):
+    return tree_unflatten(tree, list(leaves))
+
+
+def flatten(tree) -> tuple[list, object]:
+    return tree_flatten(tree)
+
+
+def is_scalar_bool(aval: Aval) -> bool:
+    return aval.shape == () and aval.dtype == dtypes.bool_

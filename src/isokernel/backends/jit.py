@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from ..codegen.pixel import pixel_count
+from ..control import report_lines as control_lines
 from ..ir import BackendUnavailableError, DTypeError, dtypes
 from ..ir.pytree import LEAF, leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
@@ -354,6 +355,7 @@ class Compiled:
             extra=[("numerics", NUMERICS_TEXT[self.lowered.numerics]),
                    self._reductions_line(),
                    *fused_lines(self.graph, self.executable.forms_run),
+                   *control_lines(self.graph),
                    *self.executable.report_lines(),
                    *report_lines(self)])
 

@@ -10,7 +10,9 @@ rules and the memory of each mode."""
 
 from .checkpoint import checkpoint, remat
 from .cond import cond, switch
+from .report import report_lines
 from .scan import fori_loop, scan
 from .while_loop import while_loop
 
-__all__ = ["checkpoint", "cond", "fori_loop", "remat", "scan", "switch", "while_loop"]
+__all__ = ["checkpoint", "cond", "fori_loop", "remat", "report_lines", "scan", "switch",
+           "while_loop"]

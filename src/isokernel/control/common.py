@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import Aval, Graph, ShapeError, dtypes
-from ..ir.pytree import tree_flatten, tree_unflatten
+from ..ir import Aval, Graph, Op, ShapeError
 from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms.graphs import retrace
@@ -62,11 +61,6 @@ def with_inputs(graph: Graph, n_args: int, caps: Sequence, everything: Sequence)
                                  *(f"capture{i}" for i in range(len(everything)))], graph.name)
 
 
-def flat_avals(graph: Graph, outputs: bool = True) -> list[Aval]:
-    nodes = graph.outputs if outputs else graph.inputs
-    return [x.aval.strong() for x in nodes]
-
-
 def check_same(where: str, what: str, fix: str, got: Sequence[Aval], want: Sequence[Aval],
                got_tree=None, want_tree=None) -> None:
     """Refuse a body whose outputs differ from what it must return."""
@@ -88,24 +82,16 @@ def cast_weak(graph: Graph, want: Sequence[Aval]) -> Graph:
 
     def body(*xs):
         values = replay(graph, *xs)
-        return [bind_cast(v, x.aval, w) for v, x, w in zip(values, outs, want)]
+        return [bind(Op.CAST, v, dtype=w.dtype) if x.aval.weak and x.aval.dtype != w.dtype
+                else v for v, x, w in zip(values, outs, want)]
     return retrace([x.aval for x in graph.inputs], body, graph.input_names, graph.name)
 
 
-def bind_cast(value, aval: Aval, want: Aval):
-    from ..ir import Op
-    if aval.weak and aval.dtype != want.dtype and aval.dtype.kind in "biuf":
-        return bind(Op.CAST, value, dtype=want.dtype)
-    return value
-
-
-def unflatten(tree, leaves):
-    return tree_unflatten(tree, list(leaves))
-
-
-def flatten(tree) -> tuple[list, object]:
-    return tree_flatten(tree)
-
-
-def is_scalar_bool(aval: Aval) -> bool:
-    return aval.shape == () and aval.dtype == dtypes.bool_
+def eager_avals(leaves, want: Sequence[Aval]) -> list[Aval]:
+    """The avals of eagerly computed leaves, a Python scalar taking the
+    dtype required (as ``cast_weak`` does for a recorded body)."""
+    found = []
+    for leaf, w in zip(leaves, want):
+        a = aval_of_example(leaf)
+        found.append(Aval(a.shape, w.dtype) if a.weak else a.strong())
+    return found

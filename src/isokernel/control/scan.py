@@ -41,6 +41,7 @@ from .common import (
     as_values,
     cast_weak,
     check_same,
+    eager_avals,
     examples,
     strong_aval,
     trace_body,
@@ -48,6 +49,7 @@ from .common import (
 )
 from .while_loop import while_loop
 
+NOT_A_PAIR = "the body must return a pair (carry, y); return y=None when nothing is stacked"
 CARRY_CHANGED = ("return (carry, y) with the carry of the same structure, shapes and dtypes as "
                  "init (cast with astype where the body changes a dtype)")
 
@@ -62,11 +64,11 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
     steps = _length(x_leaves, length, where)
     if current_builder() is None and not any(isinstance(x, Tracer)
                                              for x in carry_leaves + x_leaves):
-        return _eager(f, init, xs, x_leaves, x_tree, steps, reverse)
+        return _eager(f, init, xs, x_leaves, x_tree, steps, reverse, where)
     n = len(carry_leaves)
     trees: list = []
     x_examples = [ShapeDtype(x.shape[1:], x.dtype) for x in x_leaves]
-    body, _, caps = trace_body(_flat_step(f, carry_tree, x_tree, n, trees),
+    body, _, caps = trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
                                examples(carry_leaves) + x_examples, getattr(f, "__name__", "f"))
     want = [strong_aval(x) for x in carry_leaves]
     body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]])
@@ -92,14 +94,13 @@ def _length(x_leaves, length, where: str) -> int:
     return lengths.pop()
 
 
-def _flat_step(f, carry_tree, x_tree, n: int, trees: list):
+def _flat_step(f, carry_tree, x_tree, n: int, trees: list, where: str):
     """``f`` over flat leaves, returning carry and y leaves; the output
     structures land in ``trees`` (carry, y)."""
     def step(*leaves):
         result = f(tree_unflatten(carry_tree, leaves[:n]), tree_unflatten(x_tree, leaves[n:]))
         if not isinstance(result, tuple) or len(result) != 2:
-            raise ShapeError("scan: the body must return a pair (carry, y); return y=None "
-                             "when there is nothing to stack")
+            raise ShapeError(f"scan at {where}: {NOT_A_PAIR}")
         carry_leaves, got_tree = tree_flatten(result[0])
         y_leaves, y_tree = tree_flatten(result[1])
         trees[:] = [got_tree, y_tree]
@@ -107,12 +108,20 @@ def _flat_step(f, carry_tree, x_tree, n: int, trees: list):
     return step
 
 
-def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool):
-    """Outside a recording: the NumPy meaning."""
+def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool, where: str):
+    """Outside a recording: the NumPy meaning, with the same checks."""
     carry, ys = init, []
+    want_leaves, tree = tree_flatten(init)
+    want = [strong_aval(x) for x in want_leaves]
     order = range(steps - 1, -1, -1) if reverse else range(steps)
     for t in order:
-        carry, y = f(carry, tree_unflatten(x_tree, [np.asarray(x)[t] for x in x_leaves]))
+        result = f(carry, tree_unflatten(x_tree, [np.asarray(x)[t] for x in x_leaves]))
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise ShapeError(f"scan at {where}: {NOT_A_PAIR}")
+        carry, y = result
+        leaves, got_tree = tree_flatten(carry)
+        check_same(where, "the body of scan", CARRY_CHANGED, eager_avals(leaves, want), want,
+                   got_tree, tree)
         ys.append(y)
     if reverse:
         ys.reverse()

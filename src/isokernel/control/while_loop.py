@@ -47,6 +47,7 @@ from .common import (
     as_values,
     cast_weak,
     check_same,
+    eager_avals,
     examples,
     strong_aval,
     trace_body,
@@ -109,8 +110,8 @@ def _check_predicate(aval: Aval, where: str) -> None:
 def _eager(cond_fun, body_fun, init_val, where: str):
     """Outside a recording: the NumPy meaning, with the same checks."""
     val = init_val
-    want = [strong_aval(x) for x in tree_flatten(init_val)[0]]
-    tree = tree_flatten(init_val)[1]
+    leaves, tree = tree_flatten(init_val)
+    want = [strong_aval(x) for x in leaves]
     while True:
         pred = np.asarray(cond_fun(val))
         _check_predicate(Aval(pred.shape, pred.dtype), where)
@@ -118,9 +119,8 @@ def _eager(cond_fun, body_fun, init_val, where: str):
             return val
         val = body_fun(val)
         leaves, got_tree = tree_flatten(val)
-        check_same(where, "the body of while_loop", CARRY_CHANGED,
-                   [a if a.dtype == w.dtype or not a.weak else w
-                    for a, w in zip(map(strong_aval, leaves), want)], want, got_tree, tree)
+        check_same(where, "the body of while_loop", CARRY_CHANGED, eager_avals(leaves, want),
+                   want, got_tree, tree)
 
 
 # --- lanes --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from isokernel.cli import main
 from isokernel.models.demo import ProgressBar, accuracy, run_demo
+from isokernel.models.soil_moisture import SWEEPS
 
 
 def test_demo_reports_parity_accuracy_speed_and_capsules(tmp_path):
@@ -24,8 +25,10 @@ def test_demo_reports_parity_accuracy_speed_and_capsules(tmp_path):
     assert all(v > 0 for v in result["mpixel_s"].values())
     subsets = {row[0]: row for row in result["accuracy"]}
     assert 0.002 < subsets["all pixels"][4] < 0.1  # ubRMSE, m³/m³
+    mean, most, capped = result["loops"]["stage3_sweeps"]
+    assert 2 < mean < most <= SWEEPS and capped < 0.01  # each pixel stops on its own
     for needle in ("parity vs reference", "Mpixel/s", "memory limit", "ubRMSE",
-                   "capsules that ran", "unavailable:"):
+                   "iterations per pixel", "capsules that ran", "unavailable:"):
         assert needle in text, needle
     if importlib.util.find_spec("matplotlib") is None:
         assert result["figure"] is None and "matplotlib is not installed" in text
@@ -73,6 +76,7 @@ def test_demo_and_run_take_the_stage5_flag(tmp_path, capsys):
                  "--chunks", "2", "--save-scene", str(scene)]) == 0
     text = capsys.readouterr().out
     assert "Stages 1–5" in text and "Jacobian by jacfwd" in text and "sigma0_hh" in text
+    assert "Stage 5 iterations" in text and "per-pixel while_loop" in text
     assert "parity vs reference" in text
     out = tmp_path / "refined.nc"
     assert main(["run", "soil-moisture", str(scene), str(out), "--stage5",

@@ -1,6 +1,8 @@
 """The retrieval, Stages 1–4: round trips on noise-free scenes, the
-eight-sweep loss-coupling fixed point, recording linear in the sweep count,
-and eager NumPy = jit(reference) bit for bit."""
+loss-coupling fixed point (geometric in eight unrolled sweeps; a per-pixel
+while_loop in the retrieval), recording linear in the unrolled sweep count
+and constant in the loop's cap, and eager NumPy = jit(reference) bit for
+bit."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ import pytest
 
 import isokernel
 from isokernel.backends.parity import bit_identical
+from isokernel.ir import Op
+from isokernel.ir.graph import walk
 from isokernel.models.soil_moisture import (
+    STAGE3_RTOL,
     SWEEPS,
+    PixelLoss,
     class_parameters,
     fresnel,
     generate_scene,
@@ -23,6 +29,7 @@ from isokernel.models.soil_moisture import (
     scene_inputs,
     stage1_reflectivity,
     stage2_smooth,
+    stage3_solve,
     stage3_sweeps,
     transmissivity,
 )
@@ -66,8 +73,8 @@ def test_round_trip_float32_stays_within_float32_noise(clean):
 
 @pytest.mark.parametrize("pol", ["v", "h"])
 def test_stage3_fixed_point_converges_geometrically_in_eight_sweeps(clean, pol):
-    iterates = stage3_sweeps(_smooth_reflectivity(clean, pol), _kappa(clean), pol)
-    assert len(iterates) == SWEEPS + 1
+    iterates = stage3_sweeps(_smooth_reflectivity(clean, pol), _kappa(clean), pol, sweeps=8)
+    assert len(iterates) == 8 + 1
     steps = [np.max(np.abs(b - a)) for a, b in zip(iterates, iterates[1:])]
     assert steps[0] > 0.05  # the lossless first guess is visibly biased
     for earlier, later in zip(steps[:5], steps[1:6]):
@@ -112,12 +119,14 @@ def test_noisy_retrieval_has_a_plausible_ubrmse(noisy):
 # ----------------------------------------------------------- recording cost
 
 
-def _graph(sweeps, n=16):
-    args = scene_inputs(generate_scene(n, noise=False))
-    fn = functools.partial(retrieve, sweeps=sweeps)
-    fn.__name__ = "retrieve"
+def _unrolled_graph(sweeps, n=16):
+    """Stage 3 as ``sweeps`` unrolled sweeps over whole arrays."""
+    def unrolled(r_smooth, clay):
+        m = mironov_coefficients(clay)
+        return stage3_sweeps(r_smooth, lambda e: eps_im_of_eps_re(e, m), "v", sweeps)[-1]
+    r_smooth = np.linspace(0.05, 0.5, n)
     start = time.perf_counter()
-    graph = isokernel.jit(fn, strategy="reference").lower(*args).graph
+    graph = isokernel.jit(unrolled, strategy="reference").lower(r_smooth, r_smooth).graph
     return graph, time.perf_counter() - start
 
 
@@ -129,8 +138,9 @@ def _unshared_size(graph) -> int:
     return sum(size[x] for x in graph.outputs)
 
 
-def test_recording_is_linear_in_the_sweep_count():
-    (g8, _), (g16, _), (g64, seconds) = _graph(8), _graph(16), _graph(64)
+def test_unrolled_recording_is_linear_in_the_sweep_count():
+    (g8, _), (g16, _), (g64, seconds) = (_unrolled_graph(8), _unrolled_graph(16),
+                                         _unrolled_graph(64))
     per_sweep = (len(g16.nodes) - len(g8.nodes)) / 8
     assert per_sweep > 20
     assert len(g64.nodes) - len(g8.nodes) == 56 * per_sweep  # exactly affine
@@ -139,6 +149,71 @@ def test_recording_is_linear_in_the_sweep_count():
     # without sharing, the accumulator's reuse would grow the tape exponentially
     assert _unshared_size(g8) > 1000 * len(g8.nodes)
     assert _unshared_size(g16) > 1000 * _unshared_size(g8)
+
+
+def _retrieve_graph(sweeps, n=16):
+    args = scene_inputs(generate_scene(n, noise=False))
+    fn = functools.partial(retrieve, sweeps=sweeps)
+    fn.__name__ = "retrieve"
+    return isokernel.jit(fn, strategy="reference").lower(*args).graph
+
+
+def test_the_retrieval_records_one_sweep_whatever_the_cap():
+    """Stage 3 is one ``while`` node whose body is one sweep: the recording
+    does not grow with the most sweeps a pixel may run."""
+    graphs = [_retrieve_graph(s) for s in (8, 16, 64)]
+    sizes = {(len(g.nodes), sum(1 for _ in walk(g))) for g in graphs}
+    assert len(sizes) == 1
+    (loop,) = [n for n in graphs[0].nodes if n.op is Op.WHILE]
+    sweep = len(loop.attrs["body"].graph.nodes)
+    per_sweep = len(_unrolled_graph(9)[0].nodes) - len(_unrolled_graph(8)[0].nodes)
+    assert per_sweep <= sweep <= 2 * per_sweep  # one sweep and its test, not the unrolled loop
+    for g in graphs:
+        isokernel.verify(g)
+
+
+def test_each_pixel_stops_on_its_own_tolerance(clean):
+    """The sweeps each pixel took; a pixel frozen early keeps exactly the
+    iterate at which it stopped (the unrolled sweeps', bit for bit)."""
+    r_smooth, kappa = _smooth_reflectivity(clean, "v"), _kappa(clean)
+    m = mironov_coefficients(clean["clay"])
+    eps, taken = stage3_solve(r_smooth, PixelLoss(eps_im_of_eps_re, (m,)))
+    iterates = stage3_sweeps(r_smooth, kappa, "v", int(taken.max()))
+    assert 3 <= taken.min() and taken.max() < SWEEPS and len(np.unique(taken)) > 1
+    for k in np.unique(taken):
+        at = taken == k
+        assert bit_identical(eps[at], iterates[k][at]), k
+        step = np.abs(iterates[k][at] - iterates[k - 1][at])
+        assert np.all(step <= STAGE3_RTOL * iterates[k][at])
+        if k > 1:  # the sweep before did not yet satisfy the test
+            before = np.abs(iterates[k - 1][at] - iterates[k - 2][at])
+            assert np.all(before > STAGE3_RTOL * iterates[k - 1][at])
+
+
+def test_a_grid_of_pixels_or_one_pixel_gives_the_same_bits(noisy):
+    """Stage 3 maps its pixel function over pixels of any shape (flattened
+    and shaped back), or runs it on one pixel given as scalars."""
+    args = scene_inputs({k: v[:600] for k, v in noisy.items()})
+    flat = retrieve(*args)
+    grid = isokernel.jit(retrieve, strategy="reference")(*(a.reshape(20, 30) for a in args))
+    one = retrieve(*(a[7] for a in args))
+    for key in flat:
+        assert grid[key].shape == (20, 30) and bit_identical(grid[key].ravel(), flat[key])
+        assert np.shape(one[key]) == () and one[key] == flat[key][7], key
+
+
+def test_a_kappa_closing_over_pixel_arrays_is_refused_with_the_fix(clean):
+    with pytest.raises(isokernel.ShapeError, match=r"PixelLoss\(fn, fields\)"):
+        stage3_solve(_smooth_reflectivity(clean, "v"), _kappa(clean))
+
+
+def test_the_sweep_cap_is_a_safety_net(clean):
+    r_smooth = _smooth_reflectivity(clean, "v")
+    m = mironov_coefficients(clean["clay"])
+    eps, taken = stage3_solve(r_smooth, PixelLoss(eps_im_of_eps_re, (m,)), sweeps=2)
+    assert np.all(taken <= 2)
+    assert bit_identical(eps[taken == 2], stage3_sweeps(r_smooth, _kappa(clean), "v",
+                                                        2)[-1][taken == 2])
 
 
 def test_round_trip_on_every_strategy(strategy, clean):
@@ -167,7 +242,8 @@ def test_jit_of_the_tabulated_retrieval_equals_eager_bit_for_bit(clean, strategy
     eager = retrieve(*args, lookups=lookups)
     f = isokernel.jit(retrieve, strategy=strategy_name, static_argnames="lookups")
     compiled = f.lower(*args, lookups=lookups).compile()
-    assert {n.attrs["name"] for n in compiled.graph.nodes if n.op.value == "table_lookup"} == \
+    # κ's lookups run inside Stage 3's loop body, Stage 4's after the loop
+    assert {n.attrs["name"] for n in walk(compiled.graph) if n.op.value == "table_lookup"} == \
         {"mironov_mv_of_xi", "mironov_eps_im_of_zeta"}
     out = compiled(*args, lookups=lookups)
     for key in eager:

@@ -12,6 +12,8 @@ import pytest
 
 import isokernel
 from isokernel.backends.parity import bit_identical
+from isokernel.ir import Op
+from isokernel.ir.graph import walk
 from isokernel.models.soil_moisture import (
     REFINED_INPUTS,
     class_parameters,
@@ -19,7 +21,12 @@ from isokernel.models.soil_moisture import (
     retrieve_refined,
     scene_inputs,
 )
-from isokernel.models.soil_moisture.stage5 import observations, stage5_refine
+from isokernel.models.soil_moisture.stage5 import (
+    ITERATIONS,
+    observations,
+    stage5_refine,
+    stage5_solve,
+)
 
 
 def central_difference_jacobian(fn, mv, vwc, h=1e-6):
@@ -70,17 +77,40 @@ def test_lm_with_tight_priors_stays_at_the_prior(scene):
     assert np.max(np.abs(mv - 0.2)) < 1e-10  # the data move it by ~s²·Jᵀr
 
 
-def test_lm_recording_is_linear_in_the_iteration_count(scene):
+def test_lm_recording_holds_one_iteration_whatever_the_cap(scene):
+    """The LM loop is one ``while`` node whose body is one iteration: the
+    recording does not grow with the most iterations a pixel may run."""
     args = (scene["mv"][:8], scene["vwc"][:8], scene["tbv"][:8], scene["sigma0_hh"][:8])
     ctx = {k: v[:8] for k, v in _ctx(scene).items()}
 
-    def nodes(iterations):
+    def graph(iterations):
         def fn(mv0, vwc0, tbv, s0):
             return stage5_refine(mv0, vwc0, tbv, s0, ctx, central_difference_jacobian,
                                  (mv0, vwc0), (0.1, 1.0), iterations)
-        return len(isokernel.jit(fn, strategy="reference").lower(*args).graph.nodes)
-    n2, n4, n10 = nodes(2), nodes(4), nodes(10)
-    assert n10 - n2 == 4 * (n4 - n2)
+        return isokernel.jit(fn, strategy="reference").lower(*args).graph
+    graphs = [graph(k) for k in (2, 4, 10)]
+    assert len({(len(g.nodes), sum(1 for _ in walk(g))) for g in graphs}) == 1
+    assert [n.op for n in graphs[0].nodes].count(Op.WHILE) == 1
+
+
+def test_each_pixel_stops_on_its_step_tolerance(scene):
+    """Pixels take different numbers of iterations; a pixel that stopped
+    keeps its values while the others go on: its result equals a run capped
+    at the iterations it took, bit for bit."""
+    mv0 = np.clip(scene["mv"] + 0.05, 0.0, 0.6)
+    prior = (np.full_like(mv0, 0.25), scene["vwc"])
+    args = (mv0, scene["vwc"], scene["tbv"], scene["sigma0_hh"], _ctx(scene),
+            central_difference_jacobian, prior, (1e3, 0.5))
+    mv, vwc, taken = stage5_solve(*args)
+    assert len(np.unique(taken)) > 1 and taken.max() <= ITERATIONS
+    for k in np.unique(taken)[:4]:
+        at = taken == k
+        mv_k, vwc_k, taken_k = stage5_solve(*args, iterations=int(k))
+        assert np.all(taken_k[at] == k)
+        assert bit_identical(mv_k[at], mv[at]) and bit_identical(vwc_k[at], vwc[at])
+    converged = taken < ITERATIONS
+    assert np.mean(converged) > 0.99
+    assert np.max(np.abs(mv - scene["mv"])[converged]) < 1e-5
 
 
 # ---------------------------------------------- Stage 5 with autodiff: jacfwd

@@ -7,7 +7,8 @@ NumPy and on every available strategy, with a progress bar. The demo prints
 a parity table against ``reference`` (bit-identical, or the max ulp), speed
 in Mpixel/s with ratios measured in the same run (interleaved, best of N)
 beside the memory-bandwidth limit, accuracy against the truth (ubRMSE in
-m³/m³), the capsule report, and writes a figure when matplotlib is
+m³/m³), the iterations each pixel's loops ran (Stage 3's sweeps, Stage 5's
+LM iterations), the capsule report, and writes a figure when matplotlib is
 installed. Output buffers are preallocated once per candidate, so the timed
 passes do not page-fault fresh scene-sized allocations.
 """
@@ -28,13 +29,18 @@ from ..backends.parity import bit_identical, max_ulp
 from .soil_moisture import (
     REFINED_INPUTS,
     RETRIEVAL_INPUTS,
+    SWEEPS,
     generate_scene,
     retrieve,
+    retrieve_iterations,
     retrieve_refined,
+    retrieve_refined_iterations,
     scene_inputs,
+    stage3_tolerance,
 )
 from .soil_moisture.lookups import mironov_lookups
 from .soil_moisture.scene import Grid
+from .soil_moisture.stage5 import ITERATIONS, XTOL
 
 OUTPUTS = ("mv", "eps_re", "vwc")
 DENSE_VWC = 5.0  # kg/m²: SMAP's recommended-quality limit
@@ -174,14 +180,13 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     _check_counts(pixels=pixels, repeats=repeats, chunks=chunks)
     started = time.perf_counter()
     grid = Grid.square(pixels)
-    model, names = (retrieve_refined, REFINED_INPUTS) if stage5 else (retrieve,
-                                                                      RETRIEVAL_INPUTS)
+    model, counter, names = ((retrieve_refined, retrieve_refined_iterations, REFINED_INPUTS)
+                             if stage5 else (retrieve, retrieve_iterations, RETRIEVAL_INPUTS))
     model, stage4_text = _with_stage4(model, stage4)
+    counter, _ = _with_stage4(counter, stage4)
     echo(f"SMAP–NISAR soil-moisture retrieval (Stages 1–{5 if stage5 else 4}), {pixels:,} "
          f"pixels ({grid.height}×{grid.width}), {np.dtype(dtype).name}, seed {seed}")
-    echo("Stage 3: 8-sweep loss-coupling fixed point; Stage 4: " + stage4_text
-         + ("; Stage 5: 10 Levenberg–Marquardt iterations on (mv, VWC) against TB_V and "
-            "σ0_HH, Jacobian by jacfwd" if stage5 else ""))
+    echo(_stages_text(stage4_text, stage5, np.dtype(dtype)))
     t0 = time.perf_counter()
     scene = generate_scene(pixels, seed)
     echo(f"scene: regenerated from (seed, pixel index) in {time.perf_counter() - t0:.2f} s "
@@ -206,6 +211,8 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     ref = next(c for c in cands if c.name == "reference")
     rows = accuracy(ref.out["mv"], scene["mv"], scene["vwc"])
     _print_accuracy(rows, echo)
+    loops = loop_counts(counter, args, parts)
+    _print_loops(loops, echo)
     echo("")
     first = [a[parts[0]].copy() for a in args]  # own storage: measured as the static walk
     compiled = jit(model).lower(*first).compile()
@@ -216,7 +223,44 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     echo(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return {"mpixel_s": {c.name: pixels / c.best / 1e6 for c in cands},
             "parity": {c.name: _parity(c.out, ref.out) for c in cands},
-            "accuracy": rows, "figure": written}
+            "accuracy": rows, "loops": loops, "figure": written}
+
+
+def _stages_text(stage4_text: str, stage5: bool, dtype) -> str:
+    """The line naming what Stages 3–5 run."""
+    text = (f"Stage 3: loss-coupling fixed point, a per-pixel while_loop (a pixel stops at a "
+            f"relative step of {stage3_tolerance(dtype):.0e}, at most {SWEEPS} sweeps); "
+            f"Stage 4: {stage4_text}")
+    if stage5:
+        text += (f"; Stage 5: Levenberg–Marquardt on (mv, VWC) against TB_V and σ0_HH, "
+                 f"Jacobian by jacfwd, a per-pixel while_loop (a pixel stops at a step of "
+                 f"{XTOL:.0e} prior SDs, at most {ITERATIONS} iterations)")
+    return text
+
+
+def loop_counts(counter, args, chunks) -> dict[str, tuple[float, int, float]]:
+    """Per loop of the retrieval: (mean, max, fraction at the cap) of the
+    iterations each pixel ran, from ``counter`` (``retrieve_iterations`` or
+    ``retrieve_refined_iterations`` with the model's arguments) on
+    ``reference``, chunk by chunk."""
+    run = jit(counter, strategy="reference")
+    counts: dict = {}
+    for part in chunks:
+        for name, taken in run(*(a[part] for a in args)).items():
+            counts.setdefault(name, []).append(np.asarray(taken))
+    caps = {"stage3_sweeps": SWEEPS, "stage5_iterations": ITERATIONS}
+    found = {}
+    for name, parts in counts.items():
+        taken = np.concatenate(parts)
+        found[name] = (float(taken.mean()), int(taken.max()), float(np.mean(taken >= caps[name])))
+    return found
+
+
+def _print_loops(loops: dict, echo) -> None:
+    echo("iterations per pixel (reference):")
+    for name, (mean, most, capped) in loops.items():
+        label = name.replace("_", " ").replace("stage", "Stage ")
+        echo(f"  {label:<22} mean {mean:5.2f}, max {most:3d}, {100 * capped:.2f} % at the cap")
 
 
 def _check_counts(**counts: int) -> None:

@@ -1,5 +1,5 @@
 """Per-pixel soil-moisture retrieval from L-band brightness temperature:
-branch-free, fixed cost, one function per stage.
+branch-free straight-line stages and per-pixel loops, one function per stage.
 
 Stage 1 — reflectivity. With Tc = Ts the tau-omega model is affine in the
 rough reflectivity r::
@@ -12,16 +12,18 @@ Stage 2 — roughness: r* = r · exp(h·cos²θ).
 
 Stage 3 — permittivity. Inv, the closed-form real inverse of Fresnel
 (``fresnel.inverse_fresnel_v``/``_h``), gives ε'_0 = Inv(r*) as if the soil
-were lossless. The loss ε'' = κ(ε') raises the reflectivity; an eight-sweep
-fixed point removes it::
+were lossless. The loss ε'' = κ(ε') raises the reflectivity; a fixed point
+removes it::
 
     ε'_{k+1} = Inv(r* − [R(ε'_k + iκ(ε'_k)) − R(ε'_k)])
 
 whose fixed point satisfies R(ε' + iκ(ε')) = r* exactly. κ is the Mironov
 loss at the moisture that explains ε' (``dielectric.eps_im_of_eps_re``; a
-table lookup can replace it). The iterate ε'_k is used three times per sweep
-(κ, the lossy and the lossless reflectivity); the recorder shares it as one
-node, so recording is linear in the number of sweeps.
+table lookup can replace it). The sweep is written for one pixel and run as
+a ``while_loop`` mapped over the pixels by ``vmap``: each pixel stops when
+its relative step is at most STAGE3_RTOL (float64; 64 ulps in float32), or
+after ``sweeps`` sweeps (:func:`stage3_solve`). The recording holds one
+sweep, whatever the number of sweeps.
 
 Stage 4 — soil moisture from ε': the exact closed-form inverse of the
 Mironov real part (``dielectric.mv_from_eps_re``) by default, or the
@@ -30,22 +32,36 @@ when ``retrieve`` is given table lookups. Clamped to [0, porosity].
 
 Stage 5 (optional: :func:`retrieve_refined`) — a per-pixel Levenberg–
 Marquardt refinement of (mv, VWC) against TB_V and σ0_HH with Gaussian
-priors centred on the Stage-4 mv and the NDVI-derived VWC, ten fixed
-iterations, the Jacobian by ``jacfwd`` (``stage5``).
+priors centred on the Stage-4 mv and the NDVI-derived VWC, the Jacobian by
+``jacfwd``, a ``while_loop`` per pixel that stops on a step tolerance
+(``stage5``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
 from ... import numpy as inp
+from ...control import while_loop
+from ...ir import ShapeError
 from .dielectric import FREQ_HZ, MV_MAX, eps_im_of_eps_re, mironov_coefficients, mv_from_eps_re
 from .forward import roughness_factor, transmissivity, vegetation_water_content
 from .fresnel import INVERSES, THETA_DEG, fresnel, fresnel_real
 from .landcover import class_parameters
 from .lookups import TableLookups, table_kappa, table_mv
+from .pixels import per_pixel
 from .scene import PARTICLE_DENSITY
-from .stage5 import jacfwd_jacobian, stage5_refine
+from .stage5 import jacfwd_jacobian, stage5_solve
 
-SWEEPS = 8
+SWEEPS = 16  # the most Stage-3 sweeps of a pixel: a safety net (pixels stop on STAGE3_RTOL)
+STAGE3_RTOL = 1e-10  # a pixel stops once its step |ε'_{k+1} − ε'_k| ≤ STAGE3_RTOL·ε'_{k+1}
+KAPPA_SHAPE = ("stage 3: κ returns shape {} for ε' of shape {}: a κ that reads per-pixel "
+               "arrays gets them one pixel at a time; give PixelLoss(fn, fields), fn(eps_re, "
+               "*fields), with those arrays as fields")
 R_MAX = 0.9  # reflectivities are clipped to [0, R_MAX] before inversion
 PRIOR_SD = (0.1, 0.5)  # Stage 5 prior standard deviations: mv (m³/m³), VWC (kg/m²)
 
@@ -68,26 +84,97 @@ def _reflectivity(pol: str):
             lambda re, t: fresnel_real(re, t)[index])
 
 
-def stage3_sweeps(r_smooth, kappa, pol: str = "v", sweeps: int = SWEEPS,
-                  theta_deg: float = THETA_DEG) -> list:
-    """Every iterate ε'_0 … ε'_sweeps of the loss-coupling fixed point.
-    ``kappa(eps_re) -> eps_im`` is the loss model; ``pol`` 'v' or 'h'."""
+@dataclass(frozen=True)
+class PixelLoss:
+    """κ as a function of one pixel: ``fn(eps_re, *fields) -> eps_im``, with
+    ``fields`` (pytrees) holding one value per pixel, or scalars shared by
+    all. Stage 3 maps ``fn`` over the pixels with the fields; calling the
+    object applies it to whole arrays."""
+
+    fn: Callable
+    fields: tuple = ()
+
+    def __call__(self, eps_re):
+        return self.fn(eps_re, *self.fields)
+
+
+def _fixed_point(pol: str, theta_deg: float):
+    """(first guess, one sweep) of the loss-coupling fixed point."""
     if pol not in INVERSES:
         raise ValueError(f"stage 3: polarisation {pol!r} is not 'v' or 'h'")
     inverse = INVERSES[pol]
     lossy, lossless = _reflectivity(pol)
-    iterates = [inverse(r_smooth, theta_deg)]
+
+    def first(r_smooth):
+        return inverse(r_smooth, theta_deg)
+
+    def sweep(r_smooth, eps, kappa):
+        loss = kappa(eps)
+        if np.broadcast_shapes(np.shape(loss), np.shape(eps)) != np.shape(eps):
+            raise ShapeError(KAPPA_SHAPE.format(np.shape(loss), np.shape(eps)))
+        excess = lossy(eps, loss, theta_deg) - lossless(eps, theta_deg)
+        return inverse(inp.clip(r_smooth - excess, 0.0, R_MAX), theta_deg)
+    return first, sweep
+
+
+def stage3_sweeps(r_smooth, kappa, pol: str = "v", sweeps: int = SWEEPS,
+                  theta_deg: float = THETA_DEG) -> list:
+    """Every iterate ε'_0 … ε'_sweeps of the loss-coupling fixed point, a
+    fixed number of sweeps over whole arrays (the convergence record; the
+    retrieval stops each pixel on its own, :func:`stage3_solve`).
+    ``kappa(eps_re) -> eps_im`` is the loss model; ``pol`` 'v' or 'h'."""
+    first, sweep = _fixed_point(pol, theta_deg)
+    iterates = [first(r_smooth)]
     for _ in range(sweeps):
-        eps = iterates[-1]
-        excess = lossy(eps, kappa(eps), theta_deg) - lossless(eps, theta_deg)
-        iterates.append(inverse(inp.clip(r_smooth - excess, 0.0, R_MAX), theta_deg))
+        iterates.append(sweep(r_smooth, iterates[-1], kappa))
     return iterates
+
+
+def stage3_tolerance(dtype) -> float:
+    """The relative step at which a pixel's sweeps stop: STAGE3_RTOL, or 64
+    ulps where the dtype cannot resolve it (float32)."""
+    return max(STAGE3_RTOL, 64.0 * float(np.finfo(dtype).eps))
+
+
+def stage3_solve(r_smooth, kappa, pol: str = "v", sweeps: int = SWEEPS,
+                 theta_deg: float = THETA_DEG, rtol: float | None = None):
+    """(ε', sweeps taken) per pixel: the fixed point as a ``while_loop`` of
+    one pixel, mapped over the pixels by ``vmap``. A pixel stops after the
+    sweep whose step |ε'_{k+1} − ε'_k| is at most ``rtol``·ε'_{k+1}
+    (default :func:`stage3_tolerance`), or after ``sweeps`` sweeps. ``kappa``
+    is a :class:`PixelLoss`, or a callable that holds no per-pixel values
+    (one loss model for every pixel)."""
+    loss = kappa if isinstance(kappa, PixelLoss) else PixelLoss(kappa)
+    tol = stage3_tolerance(inp.asarray(r_smooth).dtype) if rtol is None else rtol
+    pixel = _pixel_fixed_point(_fixed_point(pol, theta_deg), loss.fn, tol, sweeps)
+    return per_pixel(pixel, r_smooth, *loss.fields)
+
+
+def _pixel_fixed_point(fixed_point, kappa, tol: float, sweeps: int):
+    """Stage 3 of one pixel: (ε', sweeps taken) from r* and κ's fields."""
+    first, sweep = fixed_point
+
+    def more(state):
+        eps, step, k = state
+        return (step > tol * eps) & (k < sweeps)
+
+    def stage3_pixel(r_smooth, *fields):
+        def one_sweep(state):
+            eps, _, k = state
+            new = sweep(r_smooth, eps, lambda e: kappa(e, *fields))
+            return new, inp.abs(new - eps), k + 1
+        eps = first(r_smooth)
+        eps, _, taken = while_loop(more, one_sweep, (eps, inp.full_like(eps, inp.inf), 0))
+        return eps, taken
+    return stage3_pixel
 
 
 def stage3_permittivity(r_smooth, kappa, pol: str = "v", sweeps: int = SWEEPS,
                         theta_deg: float = THETA_DEG):
-    """ε' after ``sweeps`` sweeps of the loss-coupling fixed point."""
-    return stage3_sweeps(r_smooth, kappa, pol, sweeps, theta_deg)[-1]
+    """ε' of the loss-coupling fixed point, each pixel swept until its step
+    is within :func:`stage3_tolerance` (at most ``sweeps`` sweeps); see
+    :func:`stage3_solve` for ``kappa``."""
+    return stage3_solve(r_smooth, kappa, pol, sweeps, theta_deg)[0]
 
 
 def stage4_soil_moisture(eps_re, coefficients, porosity, inverse=None):
@@ -109,24 +196,41 @@ def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
     ``clay`` fraction 0–1, ``bulk_density`` (g/cm³), ``landcover`` class
     index (int, see ``landcover.CLASSES``). Returns a dict of ``mv``
     (m³/m³), ``eps_re`` (Stage-3 real permittivity) and ``vwc`` (kg/m²).
-    ``sweeps``, ``freq_hz`` and ``theta_deg`` are static. ``lookups``
-    (static) switches κ and Stage 4 from the direct Mironov relations to
-    layered tables (``lookups.TableLookups``).
+    ``sweeps`` (the most Stage-3 sweeps of a pixel), ``freq_hz`` and
+    ``theta_deg`` are static. ``lookups`` (static) switches κ and Stage 4
+    from the direct Mironov relations to layered tables
+    (``lookups.TableLookups``).
     """
+    return _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
+                          sweeps, freq_hz, theta_deg, lookups)[0]
+
+
+def retrieve_iterations(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
+                        sweeps: int = SWEEPS, freq_hz: float = FREQ_HZ,
+                        theta_deg: float = THETA_DEG, lookups: TableLookups | None = None):
+    """The loop counts of :func:`retrieve` (same arguments), per pixel:
+    ``{"stage3_sweeps": ...}``."""
+    return _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
+                          sweeps, freq_hz, theta_deg, lookups)[1]
+
+
+def _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
+                   sweeps, freq_hz, theta_deg, lookups):
+    """(the retrieval's outputs, its loop counts) for :func:`retrieve`."""
     p = class_parameters(landcover, ts)
     vwc = vegetation_water_content(ndvi, ndvi_max, ndvi_min, p["stem_factor"])
     gamma = transmissivity(p["b"], vwc, theta_deg)
     r_smooth = stage2_smooth(stage1_reflectivity(tbv, ts, gamma, p["omega"]), p["h"], theta_deg)
     m = mironov_coefficients(clay, freq_hz)
     if lookups is None:
-        kappa, inverse = (lambda e: eps_im_of_eps_re(e, m)), None
+        kappa, inverse = PixelLoss(eps_im_of_eps_re, (m,)), None
     else:
-        kappa = lambda e: table_kappa(e, clay, m, lookups)  # noqa: E731
+        kappa = PixelLoss(functools.partial(table_kappa, t=lookups), (clay, m))
         inverse = lambda e: table_mv(e, clay, m, lookups)  # noqa: E731
-    eps_re = stage3_permittivity(r_smooth, kappa, "v", sweeps, theta_deg)
+    eps_re, taken = stage3_solve(r_smooth, kappa, "v", sweeps, theta_deg)
     porosity = 1.0 - bulk_density / PARTICLE_DENSITY
     mv = stage4_soil_moisture(eps_re, m, porosity, inverse)
-    return {"mv": mv, "eps_re": eps_re, "vwc": vwc}
+    return {"mv": mv, "eps_re": eps_re, "vwc": vwc}, {"stage3_sweeps": taken}
 
 
 def retrieve_refined(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
@@ -138,15 +242,32 @@ def retrieve_refined(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_de
     ``prior_sd``, static). Returns ``mv`` (refined, clamped to [0,
     porosity]), ``vwc`` (refined), ``eps_re`` and ``mv_stage4``. The forward
     model of Stage 5 uses the module's θ = 40° and f = 1.41 GHz."""
-    first = retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
-                     sweeps, lookups=lookups)
+    return _stages_1_to_5(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
+                          landcover, sweeps, lookups, prior_sd)[0]
+
+
+def retrieve_refined_iterations(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay,
+                                bulk_density, landcover, sweeps: int = SWEEPS,
+                                lookups: TableLookups | None = None,
+                                prior_sd: tuple[float, float] = PRIOR_SD):
+    """The loop counts of :func:`retrieve_refined` (same arguments), per
+    pixel: ``{"stage3_sweeps": ..., "stage5_iterations": ...}``."""
+    return _stages_1_to_5(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
+                          landcover, sweeps, lookups, prior_sd)[1]
+
+
+def _stages_1_to_5(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
+                   landcover, sweeps, lookups, prior_sd):
+    """(the refined retrieval's outputs, its loop counts)."""
+    first, counts = _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
+                                   landcover, sweeps, FREQ_HZ, THETA_DEG, lookups)
     ctx = class_parameters(landcover, ts) | {"clay": clay, "ts": ts, "ndvi": ndvi}
     prior = (first["mv"], first["vwc"])
-    mv, vwc = stage5_refine(first["mv"], first["vwc"], tbv, sigma0_hh, ctx,
-                            jacfwd_jacobian(ctx), prior, prior_sd)
+    mv, vwc, taken = stage5_solve(first["mv"], first["vwc"], tbv, sigma0_hh, ctx,
+                                  jacfwd_jacobian(ctx), prior, prior_sd)
     porosity = 1.0 - bulk_density / PARTICLE_DENSITY
-    return {"mv": inp.clip(mv, 0.0, porosity), "eps_re": first["eps_re"], "vwc": vwc,
-            "mv_stage4": first["mv"]}
+    return ({"mv": inp.clip(mv, 0.0, porosity), "eps_re": first["eps_re"], "vwc": vwc,
+             "mv_stage4": first["mv"]}, counts | {"stage5_iterations": taken})
 
 
 RETRIEVAL_INPUTS = ("tbv", "ndvi", "ndvi_max", "ndvi_min", "ts", "clay", "bulk_density",

@@ -37,7 +37,7 @@ def checkpoint(fun):
             return fun(*args)
         leaves, tree = tree_flatten(args)
         values = as_values(leaves)
-        graph, out_tree, caps = trace_body(lambda *xs: fun(*tree_unflatten(tree, xs)), values,
+        graph, out_tree, caps, _ = trace_body(lambda *xs: fun(*tree_unflatten(tree, xs)), values,
                                            getattr(fun, "__name__", "f"))
         outs = bind(Op.CHECKPOINT, *values, *caps, body=SubGraph(graph))
         return tree_unflatten(out_tree, list(outs))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import Aval, Graph, Op, ShapeError
+from ..ir.pytree import tree_flatten
 from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms.graphs import retrace
@@ -32,9 +33,24 @@ def as_values(leaves) -> list:
 
 
 def trace_body(fn, args: Sequence, name: str):
-    """Record ``fn(*args)`` (args: example leaves or a pytree of them) as a
-    closed graph: (graph, output treedef, captured outer values)."""
-    return trace_flat(fn, tuple(args), name=name)
+    """Record ``fn(*args)`` (args: example leaves) as a closed graph:
+    (graph, output treedef, captured outer values, weak) where ``weak``
+    marks each output leaf that is a Python scalar or weakly typed (it takes
+    the dtype required, ``cast_weak``)."""
+    weak: list[bool] = []
+
+    def marked(*xs):
+        out = fn(*xs)
+        weak[:] = [_is_weak(x) for x in tree_flatten(out)[0]]
+        return out
+    graph, out_tree, caps = trace_flat(marked, tuple(args), name=name)
+    return graph, out_tree, caps, tuple(weak)
+
+
+def _is_weak(x) -> bool:
+    if isinstance(x, Tracer):
+        return x.weak
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
 def union(*capture_lists) -> list:
@@ -73,17 +89,18 @@ def check_same(where: str, what: str, fix: str, got: Sequence[Aval], want: Seque
                              f"{fix}")
 
 
-def cast_weak(graph: Graph, want: Sequence[Aval]) -> Graph:
-    """Outputs that are weak Python scalars cast to the dtype required (a
-    body returning ``0.0`` for a float32 carry returns a float32 zero)."""
+def cast_weak(graph: Graph, want: Sequence[Aval], weak: Sequence[bool]) -> Graph:
+    """Weak outputs (Python scalars; ``trace_body``) cast to the dtype
+    required: a body returning ``0.0`` for a float32 carry returns a float32
+    zero."""
     outs = graph.outputs
-    if not any(x.aval.weak and x.aval.dtype != w.dtype for x, w in zip(outs, want)):
+    if not any(k and x.aval.dtype != w.dtype for x, w, k in zip(outs, want, weak)):
         return graph
 
     def body(*xs):
         values = replay(graph, *xs)
-        return [bind(Op.CAST, v, dtype=w.dtype) if x.aval.weak and x.aval.dtype != w.dtype
-                else v for v, x, w in zip(values, outs, want)]
+        return [bind(Op.CAST, v, dtype=w.dtype) if k and x.aval.dtype != w.dtype else v
+                for v, x, w, k in zip(values, outs, want, weak)]
     return retrace([x.aval for x in graph.inputs], body, graph.input_names, graph.name)
 
 

@@ -82,22 +82,25 @@ def _branches(branches, leaves, in_tree, where: str):
     traced = [trace_body(lambda *xs, b=b: b(*tree_unflatten(in_tree, xs)), examples(leaves),
                          getattr(b, "__name__", f"branch{k}")) for k, b in enumerate(branches)]
     out_tree = traced[0][1]
-    want = _common_avals([g for g, _, _ in traced])
-    for graph, tree, _ in traced:
-        got = [x.aval.strong() for x in cast_weak(graph, want).outputs]
-        check_same(where, "a branch of cond/switch", BRANCHES_DIFFER, got, want, tree, out_tree)
-    caps = union(*(c for _, _, c in traced))
-    graphs = [with_inputs(cast_weak(g, want), len(leaves), c, caps) for g, _, c in traced]
-    return graphs, out_tree, caps
+    want = _common_avals(traced)
+    graphs = []
+    for graph, tree, _, weak in traced:
+        graph = cast_weak(graph, want, weak)
+        check_same(where, "a branch of cond/switch", BRANCHES_DIFFER,
+                   [x.aval.strong() for x in graph.outputs], want, tree, out_tree)
+        graphs.append(graph)
+    caps = union(*(c for _, _, c, _ in traced))
+    return ([with_inputs(g, len(leaves), c, caps) for g, (_, _, c, _) in zip(graphs, traced)],
+            out_tree, caps)
 
 
-def _common_avals(graphs) -> list[Aval]:
-    """Per output, the first strong aval any branch gives (a weak Python
+def _common_avals(traced) -> list[Aval]:
+    """Per output, the first strongly typed aval any branch gives (a Python
     scalar in one branch takes the others' dtype)."""
     found = []
-    for k, first in enumerate(graphs[0].outputs):
-        strong = [g.outputs[k].aval for g in graphs if k < len(g.outputs)
-                  and not g.outputs[k].aval.weak]
+    for k, first in enumerate(traced[0][0].outputs):
+        strong = [g.outputs[k].aval for g, _, _, weak in traced
+                  if k < len(weak) and not weak[k]]
         found.append((strong[0] if strong else first.aval).strong())
     return found
 

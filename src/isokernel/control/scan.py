@@ -68,10 +68,10 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
     n = len(carry_leaves)
     trees: list = []
     x_examples = [ShapeDtype(x.shape[1:], x.dtype) for x in x_leaves]
-    body, _, caps = trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
+    body, _, caps, weak = trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
                                examples(carry_leaves) + x_examples, getattr(f, "__name__", "f"))
     want = [strong_aval(x) for x in carry_leaves]
-    body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]])
+    body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]], weak)
     check_same(where, "the body of scan", CARRY_CHANGED,
                [x.aval.strong() for x in body.outputs[:n]], want, trees[0], carry_tree)
     body = with_inputs(body, n + len(x_leaves), caps, caps)

@@ -75,13 +75,13 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = N
     if current_builder() is None:
         return _eager(cond_fun, body_fun, init_val, where)
     n = len(leaves)
-    cond_g, _, cond_caps = trace_body(lambda *xs: _truth(cond_fun(tree_unflatten(tree, xs)),
+    cond_g, _, cond_caps, _ = trace_body(lambda *xs: _truth(cond_fun(tree_unflatten(tree, xs)),
                                                          where), examples(leaves), "cond")
     _check_predicate(cond_g.outputs[0].aval, where)
-    body_g, body_tree, body_caps = trace_body(lambda *xs: body_fun(tree_unflatten(tree, xs)),
-                                              examples(leaves), "body")
+    body_g, body_tree, body_caps, weak = trace_body(
+        lambda *xs: body_fun(tree_unflatten(tree, xs)), examples(leaves), "body")
     want = [strong_aval(x) for x in leaves]
-    body_g = cast_weak(body_g, want)
+    body_g = cast_weak(body_g, want, weak)
     check_same(where, "the body of while_loop", CARRY_CHANGED,
                [x.aval.strong() for x in body_g.outputs], want, body_tree, tree)
     caps = union(cond_caps, body_caps)

@@ -44,6 +44,8 @@ def _examples():
         "integer_bins": [np.ones(8, np.int64), np.ones(8, np.int64)],
         "layout": [np.ones((8, 2, 3), f32)],
         "spectra": [np.ones((128, 100), f64), np.ones(100, f64)],
+        "kepler": [np.ones(8, f64)] * 2,
+        "fori": [np.ones(8, f64)],
     }
 
 

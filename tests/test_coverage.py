@@ -11,6 +11,7 @@ from isokernel.backends.cpu.threads import NOT_IN_TILES, VIEW_OPS
 from isokernel.ir import Op
 from isokernel.ir.eval import NO_EVAL
 from isokernel.ir.ops import (
+    CONTROL,
     ELEMENTWISE,
     LEAF,
     PROJECTION,
@@ -30,6 +31,8 @@ EXACT_OPS = frozenset({Op.LDEXP, Op.LOGB, Op.COPYSIGN, Op.TABLE_LOOKUP})
 # them first), region nodes and the gets that read their results (strategies
 # run a fused form's body; a node with several results runs whole)
 NOT_COMPUTED = LEAF | TRANSFORM_ONLY | REGION | PROJECTION
+# the control flow that runs inside row regions (the loops' reverse passes run whole)
+IN_REGIONS = frozenset({Op.COND, Op.WHILE, Op.SCAN, Op.CHECKPOINT})
 
 TABLES = {
     # (module, name): (how, ops). "covers": every op of ``ops`` has an entry;
@@ -48,7 +51,13 @@ TABLES = {
     ("isokernel.codegen.c_expr", "MATH"): ("exactly", TRANSCENDENTAL | {Op.SQRT, Op.ROUND}),
     ("isokernel.codegen.c_expr", "REDUCE_IDENTITY"): ("exactly",
                                                       {Op.REDUCE_SUM, Op.REDUCE_PROD}),
-    ("isokernel.codegen.pixel", "ROW_RULES"): ("covers", ALL - NOT_COMPUTED - {Op.DOT_GENERAL}),
+    ("isokernel.codegen.pixel", "ROW_RULES"): ("covers", ALL - NOT_COMPUTED - {Op.DOT_GENERAL}
+                                              | IN_REGIONS | PROJECTION),
+    ("isokernel.codegen.pixel", "_REGION_ROWS"): ("exactly", IN_REGIONS),
+    ("isokernel.codegen.emit", "_LOWERINGS"): ("exactly", IN_REGIONS),
+    ("isokernel.backends.cpu.native", "CONTROL_KINDS"): ("exactly", IN_REGIONS | PROJECTION),
+    ("isokernel.backends.cuda.megakernel", "IN_REGION"): ("exactly", IN_REGIONS | PROJECTION),
+    ("isokernel.backends.cuda.capsules", "CONTROL_NAMES"): ("exactly", CONTROL | PROJECTION),
     ("isokernel.deploy.cost", "COST"): ("covers", ALL - TRANSFORM_ONLY - REGION),
     ("isokernel.deploy.cost", "_WEIGHT"): ("covers", TRANSCENDENTAL),
     ("isokernel.backends.numerics", "NATIVE_ULP_BOUND"): ("exactly", TRANSCENDENTAL),
@@ -61,11 +70,13 @@ TABLES = {
     ("isokernel.backends.cpu.threads", "INTO"): (
         "covers", ALL - NOT_COMPUTED - VIEW_OPS - NOT_IN_TILES),
     ("isokernel.backends.cpu.threads", "LOOP_CAPSULE_NAMES"): ("within", ELEMENTWISE | VIEW_OPS),
-    ("isokernel.backends.cuda.executor", "CUPY"): ("covers", ALL - NOT_COMPUTED | {Op.FUSED}),
+    ("isokernel.backends.cuda.executor", "CUPY"): ("covers", ALL - NOT_COMPUTED | {Op.FUSED}
+                                                   | CONTROL | PROJECTION),
     ("isokernel.backends.cpu.numpy_rules", "_NAMES"): ("within", ALL - LEAF),
     ("isokernel.backends.cpu.loops", "NO_LOOP_DTYPES"): ("within", ELEMENTWISE),
     ("isokernel.backends.blocks", "_WHY"): ("within", ALL - LEAF),
     ("isokernel.backends.blocks", "_RESIZE"): ("within", ALL),
+    ("isokernel.control.report", "_TEXT"): ("within", CONTROL),
 }
 
 

@@ -1,6 +1,6 @@
 """Statements of the C emitter: blocks, ``for`` loops with a static or a
-per-pixel trip count and ``while`` loops with a per-pixel condition, with
-loop-carried values. Bodies built from statements by hand, and by the
+per-pixel trip count, ``while`` loops with a per-pixel condition, with
+loop-carried values, and ``if`` chains. Bodies built from statements by hand, and by the
 emitter from sub-graphs, run through the host wrapper against NumPy loops
 and compile with NVRTC; rows beyond the unrolling cap run as loops in one
 kernel, with the reference's bits."""
@@ -32,6 +32,7 @@ from isokernel.codegen.emit import (
     Define,
     Emitter,
     For,
+    If,
     Unsupported,
     While,
     assemble,
@@ -149,8 +150,23 @@ def nested():
     return assemble("isk_nested_point", stmts, (x,), (), (_value(F64, 1), _value(F64, 2)))
 
 
+def branches():
+    """``if`` / ``else if`` / ``else`` on a per-pixel integer: each pixel runs
+    one arm, whose temporaries end with it, and assigns the result."""
+    k, x = _value(I64, 0), _value(F64, 1)
+
+    def arm(expr: str, note: str):
+        return (Define("double", "t", expr, note), Assign("r", "t", "the result"))
+    inner = If("k <= 1", arm("(x + 0x1.0p+0)", "x + 1"), arm("(-x)", "-x"), "k == 1")
+    chain = If("k <= 0", arm("(x * 0x1.0p+1)", "x * 2"), (inner,), "k <= 0")
+    stmts = [Define("int64_t", "k", "in0[i]", "row of k"),
+             Define("double", "x", "in1[i]", "row of x"),
+             Declare("double", "r", note="assigned by every arm"), chain, Assign("out0[i]", "r")]
+    return assemble("isk_branches_point", stmts, (k, x), (), (_value(F64, 2),))
+
+
 BODIES = {"static_for": static_for, "dynamic_for": dynamic_for, "halving": halving_while,
-          "fibonacci": fibonacci, "nested": nested}
+          "fibonacci": fibonacci, "nested": nested, "branches": branches}
 
 
 def test_statements_render_with_provenance_and_carries():
@@ -165,6 +181,21 @@ def test_statements_render_with_provenance_and_carries():
     assert "isk_gt_f64(c, 0x1.0p+0)" in halving.host_function
     assert "isk_gt_f64" not in halving.function and halving.host_helpers == ("isk_lt_f64",)
     assert "    {  // outer block\n        const double s = (x * 0x1.0p+1);" in nested().function
+
+
+def test_an_if_chain_renders_as_else_if():
+    text = branches().function
+    assert "    if (k <= 0) {  // k <= 0\n        const double t = (x * 0x1.0p+1);" in text
+    assert "    } else if (k <= 1) {  // k == 1\n" in text
+    assert "    } else {\n        const double t = (-x);  // -x\n" in text
+
+
+@needs_cc
+def test_each_pixel_runs_one_arm():
+    rng = np.random.default_rng(9)
+    k, x = rng.integers(-2, 4, PIXELS), rng.uniform(-1, 1, PIXELS)
+    (got,), flags = run(branches(), k, x)
+    assert _same(got, np.where(k <= 0, x * 2.0, np.where(k <= 1, x + 1.0, -x))) and flags == 0
 
 
 def test_a_next_value_that_is_another_carry_is_copied_first():

@@ -42,3 +42,24 @@ def spectra(bands, gains):
     shifted = inp.concatenate([lit[:, :40], bands[:, 40:]], axis=1)
     turned = inp.transpose(inp.reshape(lit, (-1, 10, 10)), (0, 2, 1))
     return inp.sqrt(lit) - inp.flip(lit, 1), shifted, lit[:, :2], turned
+
+
+def kepler(mean_anomaly, eccentricity):
+    """Kepler's equation E - e sin E = M by Newton, one while loop per pixel
+    (vmap makes the loop lane-wise: each pixel stops on its own)."""
+    from isokernel import vmap, while_loop
+
+    def solve(m, e):
+        def step(state):
+            big_e, _ = state
+            d = (big_e - e * inp.sin(big_e) - m) / (1.0 - e * inp.cos(big_e))
+            return big_e - d, d
+        start = (m + e * inp.sin(m), inp.ones_like(m))
+        return while_loop(lambda state: inp.abs(state[1]) > 1e-12, step, start)[0]
+    return vmap(solve)(mean_anomaly, eccentricity)
+
+
+def fori(x):
+    """A fori_loop of static bounds: a for loop of 10 steps with a counter."""
+    from isokernel import fori_loop
+    return fori_loop(0, 10, lambda i, v: v * 0.5 + i.astype(inp.float64), x)

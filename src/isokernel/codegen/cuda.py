@@ -159,7 +159,8 @@ def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
     kernels = []
     for k, stage in enumerate(part.stages):
         if isinstance(stage, RowRegion):
-            body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes)
+            body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes,
+                             lanes=False)
             kernels.append(RegionKernel(f"isk_{stem}_r{k}", body, stage))
     parts = [_header([k.name for k in kernels], f"Graph {graph.name}", contract), PRELUDE,
              "\n", _outside_lines(part), prelude([h for k in kernels for h in k.body.helpers]),

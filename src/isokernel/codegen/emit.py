@@ -46,11 +46,12 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 
 import numpy as np
 
 from ..ir import EVAL, Graph, Node, Op, dtypes
-from ..ir.ops import ELEMENTWISE, LAYOUT, LEAF, REDUCE, TABLE
+from ..ir.ops import CONTROL, ELEMENTWISE, LAYOUT, LEAF, REDUCE, TABLE
 from .c_expr import (
     C_EXPR,
     CTYPE,
@@ -58,10 +59,20 @@ from .c_expr import (
     HOST_HELPERS,
     REDUCE_IDENTITY,
     SHORT,
+    TRANSCENDENTAL_NAMES,
     Ctx,
     helper_for,
     literal,
     table_data,
+)
+from .pixel import (
+    ROWS,
+    WHOLE,
+    BodyModes,
+    RegionRows,
+    pixel_results,
+    region_pixels,
+    region_rows,
 )
 from .reduce import plan as reduce_plan
 
@@ -228,7 +239,29 @@ class While:
                 *render(inner, host, depth + 1), f"{pad}}}"]
 
 
-Stmt = Define | Declare | Assign | Block | For | While
+@dataclass(frozen=True)
+class If:
+    """``if (cond) { then } else { otherwise }``; an ``otherwise`` that is one
+    ``If`` renders as ``else if``, an empty one not at all."""
+
+    cond: str
+    then: tuple[Stmt, ...]
+    otherwise: tuple[Stmt, ...]
+    note: str
+
+    def lines(self, host: bool, depth: int, keyword: str = "if") -> list[str]:
+        pad = INDENT * depth
+        lines = [f"{pad}{keyword} ({self.cond}) {{{_note(self.note)}",
+                 *render(self.then, host, depth + 1)]
+        rest = self.otherwise
+        if len(rest) == 1 and isinstance(rest[0], If):
+            return lines + rest[0].lines(host, depth, "} else if")
+        if rest:
+            lines += [f"{pad}}} else {{", *render(rest, host, depth + 1)]
+        return lines + [f"{pad}}}"]
+
+
+Stmt = Define | Declare | Assign | Block | For | While | If
 """A statement of a body; each renders its lines in plain C or host C."""
 
 
@@ -253,6 +286,7 @@ class CBody:
     data: tuple[str, ...] = ()  # static arrays it reads (tables, index maps, constants)
     host_function: str = ""  # the host C copy: quiet comparisons (module docstring)
     host_helpers: tuple[str, ...] = ()  # its prelude functions (``HOST_HELPERS`` keys)
+    lanes: LaneBlock | None = None  # the host's block of rows in stages (lane-wise loops)
 
     @property
     def text(self) -> str:
@@ -289,6 +323,10 @@ def _math(text: str) -> frozenset[str]:
 
 def supports(node: Node, modes: tuple[str, ...]) -> bool:
     """True when ``emit_body`` can emit ``node`` (read with ``modes``)."""
+    if node.op in CONTROL:
+        return _supports_control(node)
+    if node.op is Op.GET:
+        return math.prod(node.shape[1:]) <= MAX_ROW_ELEMENTS
     sizes = [math.prod(x.shape[1:] if m == "rows" else x.shape)
              for x, m in zip(node.inputs, modes)]
     sizes.append(math.prod(node.shape[1:]))
@@ -302,6 +340,46 @@ def supports(node: Node, modes: tuple[str, ...]) -> bool:
         return False
     names = ["x"] * len(node.inputs)
     return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
+
+
+def _supports_control(node: Node) -> bool:
+    """A row-local control-flow node whose bodies the emitter can emit, whose
+    operands read whole and whose results with the pixel axis fit its caps
+    (results are carried or assigned: at most ``MAX_ROW_ELEMENTS`` per row)."""
+    found = region_rows(node, region_pixels(node))
+    if found is None or node.op not in _LOWERINGS:
+        return False
+    wholes = [x for x, m in zip(node.inputs, found.operands) if m == WHOLE]
+    if any(x.aval.size > MAX_LOOP_ELEMENTS for x in wholes):
+        return False
+    if any(math.prod(node.avals[k].shape[1:]) > MAX_ROW_ELEMENTS for k in pixel_results(node)):
+        return False
+    bodies = [b for v in found.bodies.values() for b in (v if isinstance(v, tuple) else (v,))]
+    return all(_supports_body(b) for b in bodies)
+
+
+def _supports_body(body: BodyModes) -> bool:
+    """Every node of ``body``: a row node the emitter supports, or a whole
+    one it computes per pixel (an elementwise op of a few elements)."""
+    for node in body.graph.nodes:
+        if node.op in LEAF:
+            continue
+        if body.kinds[node] == ROWS:
+            if not supports(node, body.modes[node]):
+                return False
+        elif not _whole_supported(node):
+            return False
+    return True
+
+
+def _whole_supported(node: Node) -> bool:
+    if node.several or max(x.aval.size for x in (node, *node.inputs)) > MAX_ROW_ELEMENTS:
+        return False
+    if node.op in LAYOUT:
+        return True
+    if node.op not in ELEMENTWISE:
+        return False
+    return C_EXPR[node.op](_ctx(node), *["x"] * len(node.inputs), **_rule_attrs(node)) is not None
 
 
 def _unrolled_reduction(node: Node) -> bool:
@@ -436,7 +514,7 @@ class Emitter:
         self.name = name
         self.region = region
         self.index = index  # node -> its number in its graph (names and comments)
-        self.modes = modes
+        self.modes = dict(modes)  # the region's, and those of the bodies emitted
         self.prefix = ""  # of the names of a sub-graph's values
         self.stmts: list = []  # the statements of the scope being emitted
         self.values: dict[Node, np.ndarray | Indexed] = {}  # rows: names, shape (1, *row)
@@ -448,6 +526,7 @@ class Emitter:
         self.out_index = {node: k for k, node in enumerate(region.outputs)}
         self.stored: set[Node] = set()  # outputs written inside their row loop
         self.loop: _Loop | None = None  # the row loop being built
+        self.whole_only: set[Node] = set()  # body values without the pixel axis, per pixel
 
     def emit(self) -> CBody:
         self.begin()
@@ -484,6 +563,12 @@ class Emitter:
             self._close()
         if node in self.loops:
             self._in_loop(node)
+        elif node in self.whole_only:
+            self.whole[node] = self._whole_value(node)
+        elif node.op in _LOWERINGS:
+            self.values[node] = _LOWERINGS[node.op](self, node)
+        elif node.op is Op.GET:
+            self.values[node] = self.values[node.inputs[0]][node.attrs["index"]]
         elif node.op in LAYOUT:
             self.values[node] = self._layout(node)
         elif node.op in REDUCE:
@@ -525,26 +610,124 @@ class Emitter:
                                 carries))
         return variables
 
-    def sub_body(self, graph: Graph, bindings: list, prefix: str) -> tuple[list, list]:
-        """The statements computing ``graph`` with its inputs bound to
-        ``bindings`` (values of this body: carried variables, a loop index),
-        in a scope of their own, its names prefixed with ``prefix``; and the
-        values of its outputs. The caller checks that ``graph`` is row-local
-        (``pixel.row_modes``) and within the caps of ``supports``; an op with
-        no C form raises ``Unsupported``."""
-        nodes = [n for n in graph.nodes if n.op not in LEAF]
+    def sub_body(self, graph: Graph, bindings: list, prefix: str, body: BodyModes | None = None,
+                 outputs=None) -> tuple[list, list]:
+        """The statements computing ``outputs`` (default: every output of
+        ``graph``) with its inputs bound to ``bindings`` (values of this body:
+        carried variables, a loop index), in a scope of their own, its names
+        prefixed with ``prefix``; and the values of the outputs. ``body``:
+        how the graph runs on the pixel rows (``pixel.body_modes``): which
+        nodes read which operands whole, which are whole values (computed
+        per pixel); without it every node reads its operands by rows. The
+        caller checks that ``graph`` is row-local and within the caps of
+        ``supports``; an op with no C form raises ``Unsupported``."""
+        outputs = list(graph.outputs if outputs is None else outputs)
+        nodes = ([n for n in graph.nodes if n.op not in LEAF] if body is None
+                 else body.needed(outputs))
         self.loops.update(_row_loops(nodes))
-        self.escapes |= _escapes(nodes, self.loops, graph.outputs)
+        self.escapes |= _escapes(nodes, self.loops, outputs)
+        whole = set() if body is None else {x for x, k in body.kinds.items() if k == WHOLE}
+        if body is not None:
+            self.modes.update(body.modes)
+            self.whole_only |= {n for n in nodes if n in whole}
         with self._scope(graph.index, prefix) as stmts:
-            self.values.update(zip(graph.inputs, bindings))
+            for x, value in zip(graph.inputs, bindings):
+                (self.whole if x in whole else self.values)[x] = value
             for x in graph.nodes:
                 if x.op is Op.CONST:
-                    self.values[x] = self._constant(x)
+                    self.values[x] = self.whole[x] = self._constant(x)
             for node in nodes:
                 self.node(node)
             self._close()
-            results = [self.values[x] for x in graph.outputs]
+            results = [(self.whole if x in whole else self.values)[x] for x in outputs]
         return stmts, results
+
+    # --- control flow: region nodes as statements -----------------------------------------
+
+    def _lower_while(self, node: Node) -> tuple:
+        """One C ``while`` per pixel: its predicate (one per pixel for a
+        lane-wise loop, else the same whole value for every pixel) decides
+        before every step, so each pixel stops on its own and keeps its
+        carry, as the reference's frozen lanes do."""
+        rows, operands, prefix = self._control(node, "w")
+        n, cond, body = node.attrs["n_carry"], node.attrs["cond"], node.attrs["body"]
+        variables = [_variables(x, f"{prefix}c{j}") for j, x in
+                     enumerate(body.graph.inputs[:n])]
+        bound = [*variables, *operands[n:]]
+        test, (flag,) = self.sub_body(cond.graph, bound, f"{prefix}q", rows.bodies["cond"])
+        stmts, nexts = self.sub_body(body.graph, bound, prefix, rows.bodies["body"])
+        carries = _carries(body.graph.inputs[:n], variables, operands[:n], nexts)
+        self.stmts.append(While(f"{prefix}go", tuple(test), _scalar(flag), tuple(stmts),
+                                self._label(node), carries))
+        return tuple(variables)
+
+    def _lower_scan(self, node: Node) -> tuple:
+        """A ``for`` loop of the static step count; each step reads element
+        t of the sequences (whole values) and updates the carry. Stacked
+        outputs are whole and never read in a region: not computed."""
+        rows, operands, prefix = self._control(node, "s")
+        n, nx, steps = node.attrs["n_carry"], node.attrs["n_xs"], node.attrs["length"]
+        graph = node.attrs["body"].graph
+        index = f"{prefix}t"
+        t = f"({steps - 1} - {index})" if node.attrs["reverse"] else index
+        variables = [_variables(x, f"{prefix}c{j}") for j, x in enumerate(graph.inputs[:n])]
+        xs = [self._step(x, v, t) for x, v in zip(node.inputs[n:n + nx], operands[n:n + nx])]
+        stmts, nexts = self.sub_body(graph, [*variables, *xs, *operands[n + nx:]], prefix,
+                                     rows.bodies["body"], graph.outputs[:n])
+        carries = _carries(graph.inputs[:n], variables, operands[:n], nexts)
+        self.stmts.append(For(index, str(steps), tuple(stmts), self._label(node), carries))
+        return (*variables, *[None] * (len(graph.outputs) - n))
+
+    def _step(self, x: Node, value, t: str) -> np.ndarray:
+        """Element ``t`` (a loop index) along axis 0 of a whole value."""
+        stored = value if isinstance(value, Indexed) else self._pack(x, _names(value))
+        size = math.prod(x.shape[1:])
+        at = [t] if size == 1 else [f"({t} * {size} + {j})" for j in range(size)]
+        names = [self._element(stored, k) for k in at]
+        return np.array(names, dtype=object).reshape(x.shape[1:])
+
+    def _lower_cond(self, node: Node) -> tuple:
+        """The branch the index picks (clamped, as the reference), as an
+        ``if``/``else if`` chain on the whole index: only that branch runs.
+        Each result with the pixel axis is a variable every branch assigns."""
+        rows, operands, prefix = self._control(node, "b")
+        index = _scalar(operands[0])
+        wanted = pixel_results(node)
+        graphs = [b.graph for b in node.attrs["branches"]]
+        results = {k: _variables(graphs[0].outputs[k], f"{prefix}r{k}") for k in wanted}
+        for k, names in results.items():
+            for name in names.ravel():
+                self.stmts.append(Declare(CTYPE[graphs[0].outputs[k].dtype], name,
+                                          note=f"result {k}: {self._label(node)}"))
+        chain: tuple = ()
+        for j in range(len(graphs) - 1, -1, -1):
+            outs = [graphs[j].outputs[k] for k in wanted]
+            stmts, values = self.sub_body(graphs[j], operands[1:], f"{prefix}{j}_",
+                                          rows.bodies["branches"][j], outs)
+            taken = (*stmts, *(Assign(a, b) for k, v in zip(wanted, values)
+                               for a, b in zip(results[k].ravel(), _names(v).ravel())))
+            note = f"branch {j}: {self._label(node)}"
+            chain = (If(f"{index} <= {j}", taken, chain, note),) if chain else taken
+        self.stmts += list(chain)
+        return tuple(results.get(k) for k in range(len(node.avals)))
+
+    def _lower_checkpoint(self, node: Node) -> tuple:
+        """Its body, inlined (``checkpoint`` only changes reverse mode)."""
+        rows, operands, prefix = self._control(node, "k")
+        graph, wanted = node.attrs["body"].graph, pixel_results(node)
+        stmts, values = self.sub_body(graph, operands, prefix, rows.bodies["body"],
+                                      [graph.outputs[k] for k in wanted])
+        self.stmts += stmts
+        found = dict(zip(wanted, values))
+        return tuple(found.get(k) for k in range(len(node.avals)))
+
+    def _control(self, node: Node, letter: str):
+        """(how it runs on the rows, its operands' values, its names' prefix)."""
+        rows = region_rows(node, region_pixels(node))
+        if rows is None:
+            raise Unsupported(f"{node.op.value} at {node.where or 'an unknown line'}: not "
+                              f"row-local (it runs whole, by the reference)")
+        return rows, self._operands(node), f"{self.prefix}{letter}{self.index(node)}_"
 
     @contextlib.contextmanager
     def _scope(self, index, prefix: str):
@@ -621,6 +804,22 @@ class Emitter:
         exprs = [[self._expr(node, [o[j] for o in operands], host)
                   for j in range(math.prod(node.shape[1:]))] for host in (False, True)]
         return self._define(node, *exprs)
+
+    def _whole_value(self, node: Node) -> np.ndarray:
+        """A body value without the pixel axis (a loop counter), computed per
+        pixel: one ``const`` per element, of the node's own shape; a layout
+        op renames elements by the reference's rule."""
+        if node.op in LAYOUT:
+            operands = [_names(self.whole[x]) for x in node.inputs]
+            return np.array(EVAL[node.op](*operands, **node.attrs), dtype=object)
+        operands = [_names(self.whole[x]).ravel() for x in node.inputs]
+        base, ctype, names = self._base(node), CTYPE[node.dtype], []
+        for j in range(node.aval.size):
+            plain, host = (self._expr(node, [o[j] for o in operands], h) for h in (False, True))
+            name = f"{base}_{j}" if node.aval.ndim else base
+            self.stmts.append(Define(ctype, name, plain, self._label(node), host))
+            names.append(name)
+        return np.array(names, dtype=object).reshape(node.shape)
 
     def _expr(self, node: Node, names: list[str], host: bool = False) -> str:
         expr = C_EXPR[node.op](_ctx(node, host), *names, **_rule_attrs(node))
@@ -828,6 +1027,13 @@ class Emitter:
         return Indexed(f"{array}[{{k}}]", (1, *node.shape[1:]))
 
 
+_LOWERINGS = {Op.WHILE: Emitter._lower_while, Op.SCAN: Emitter._lower_scan,
+              Op.COND: Emitter._lower_cond, Op.CHECKPOINT: Emitter._lower_checkpoint}
+"""How each control-flow primitive becomes statements (``pixel.region_rows``
+says when it may): a result with the pixel axis is carried or assigned
+variables; a whole one (a loop counter) is not read after the node."""
+
+
 def _names(value) -> np.ndarray:
     """The names of a value's elements (an ``Indexed`` up to the cap: its elements)."""
     if isinstance(value, np.ndarray):
@@ -881,11 +1087,289 @@ def _scalar(value) -> str:
     return _names(value).ravel()[0]
 
 
-def emit_body(name: str, region, index, modes: dict | None = None) -> CBody:
+def emit_body(name: str, region, index, modes: dict | None = None,
+              lanes: bool = True) -> CBody:
     """The body of ``region`` (anything with ``nodes``, ``row_inputs``,
     ``whole_inputs`` and ``outputs`` in tape order); ``index(node)`` numbers
-    the temporaries."""
-    return Emitter(name, region, index, modes or {}).emit()
+    the temporaries. ``lanes``: a region with lane-wise ``while`` loops also
+    gets the host's staged block (``lane_block``); the CUDA wrappers, whose
+    threads each run one pixel's loop, do without."""
+    body = Emitter(name, region, index, modes or {}).emit()
+    staged = lane_block(name, region, index, modes or {}) if lanes else None
+    return body if staged is None else dataclass_replace(body, lanes=staged)
+
+
+# --- lane-wise loops over a block of rows (host C) ----------------------------------------
+
+BLOCK_ROWS = 256
+"""Rows of the host's block (``host.ISK_BLOCK``), the length of a staged
+block's arrays."""
+LANE_BYTES = 256 * 1024
+"""Most bytes of the block-local arrays of a staged block (on the worker's
+stack); a region that needs more runs its loops one pixel at a time."""
+
+RUNNING = """/* how many rows of the block still run their lane-wise loop */
+static inline int64_t isk_running(const uint8_t *restrict go)
+{
+    int64_t n = 0;
+    for (int64_t j = 0; j < ISK_BLOCK; j++)
+        n += go[j];
+    return n;
+}
+"""
+
+
+@dataclass(frozen=True)
+class LaneStage:
+    """One stage of a staged block: its per-element function, called for
+    every row of the block with ``args`` (pointers of the block function),
+    once (``flags`` None), or, for a lane-wise loop's step, while rows of
+    the block run (``flags``: their predicates). ``finish``: the step has
+    IEEE operations only (the same bits in vector and scalar code), so the
+    last few running rows finish one by one instead of the whole block."""
+
+    name: str
+    args: tuple[str, ...]
+    flags: str | None = None
+    finish: bool = False
+
+
+@dataclass(frozen=True)
+class LaneBlock:
+    """The host's block of ``ISK_BLOCK`` rows for a region with lane-wise
+    ``while`` loops: the region in stages, each a per-element function the
+    block calls for every row (so the compiler vectorizes it), values
+    between stages in block-local arrays. A loop is an init stage (carry in,
+    first predicate) and a step stage run while any row of the block runs:
+    every row computes the step and keeps its carry, bit for bit, where its
+    predicate had failed (a select), as the reference's frozen lanes do."""
+
+    arrays: tuple[tuple[str, str, int], ...]  # (C type, name, elements per row)
+    stages: tuple[LaneStage, ...]
+    functions: str  # the stages' functions, host C
+    helpers: tuple[str, ...]  # host helpers they call (``HOST_HELPERS`` keys)
+    math: frozenset[str]
+    data: tuple[str, ...]
+
+
+def lane_block(name: str, region, index, modes: dict) -> LaneBlock | None:
+    """The staged block of a region with top-level lane-wise ``while``
+    loops (one predicate per pixel), or None: a region without one, or
+    whose block-local arrays would pass ``LANE_BYTES``."""
+    if not any(_lane_loop(n) for n in region.nodes):
+        return None
+    return _Lanes(name, region, index, modes).build()
+
+
+def _lane_loop(node: Node) -> bool:
+    if node.op is not Op.WHILE:
+        return False
+    rows = region_rows(node, region_pixels(node))
+    cond = node.attrs["cond"].graph
+    return rows is not None and rows.bodies["cond"].kinds[cond.outputs[0]] == ROWS
+
+
+class _Lanes:
+    """Builds a ``LaneBlock``: the region's nodes cut at its lane-wise loops
+    into pieces (row segments and loops), each a stage. A value a later
+    piece reads lives in a block-local array (``isk_l<n>``); a region input
+    or output in its kernel pointer; a loop's result in its carry's array."""
+
+    def __init__(self, name: str, region, index, modes: dict):
+        self.name = name.removesuffix("_point")
+        self.region, self.index, self.modes = region, index, modes
+        self.source: dict[Node, str] = {x: f"in{k}" for k, x in enumerate(region.row_inputs)}
+        pointers = [x for x in region.whole_inputs if x.op is not Op.CONST]
+        self.source.update({x: f"w{k}" for k, x in enumerate(pointers)})
+        self.target: dict[Node, str] = {x: f"out{k}" for k, x in enumerate(region.outputs)}
+        self.source.update(self.target)
+        self.arrays: list[tuple[str, str, int]] = []
+        self.stages: list[LaneStage] = []
+        self.bodies: list[CBody] = []
+        self.last_loop: Node | None = None
+
+    def build(self) -> LaneBlock | None:
+        pieces = self._pieces()
+        reads = [{x for n in _nodes(p) for x in n.inputs} - set(_nodes(p)) for p in pieces]
+        for k, piece in enumerate(pieces):
+            if isinstance(piece, Node):
+                self._loop(piece, k)
+            else:
+                self._segment(piece, set().union(*reads[k + 1:]), k)
+        if sum(_ROW_BYTES[c] * n * BLOCK_ROWS for c, _, n in self.arrays) > LANE_BYTES:
+            return None
+        return LaneBlock(tuple(self.arrays), tuple(self.stages),
+                         "\n".join([RUNNING, *(b.host_function for b in self.bodies)]),
+                         tuple(sorted({h for b in self.bodies for h in b.host_helpers})),
+                         frozenset().union(*(b.math for b in self.bodies)),
+                         tuple(dict.fromkeys(d for b in self.bodies for d in b.data)))
+
+    def _pieces(self) -> list:
+        """Row segments (lists of nodes) and lane-wise loops, in tape order;
+        a loop's gets are not computed (its carries' arrays are its
+        results); the segment after a loop, which always exists, copies
+        those that are outputs of the region."""
+        pieces: list = [[]]
+        for node in self.region.nodes:
+            if _lane_loop(node):
+                pieces += [node, []]
+            elif not (node.op is Op.GET and _lane_loop(node.inputs[0])):
+                pieces[-1].append(node)
+        return pieces
+
+    def _array(self, dtype, row: int) -> str:
+        name = f"isk_l{len(self.arrays)}"
+        self.arrays.append((CTYPE[dtype], name, row))
+        return name
+
+    def _segment(self, nodes: list, read_later: set, k: int) -> None:
+        """Row nodes as one stage: it reads what earlier pieces computed and
+        writes what later ones read, and the region's outputs."""
+        inside = set(nodes)
+        rows, whole = {}, {}
+        for node in nodes:
+            for x, mode in zip(node.inputs, self.modes[node]):
+                if x not in inside:
+                    (rows if mode == ROWS else whole)[x] = None
+        copies = [g for g in self.region.outputs
+                  if g.op is Op.GET and g.inputs[0] is self.last_loop]
+        rows.update(dict.fromkeys(copies))
+        outputs = [n for n in nodes if n in self.target or n in read_later] + copies
+        for node in outputs:
+            if node not in self.source:
+                self.source[node] = self.target[node] = self._array(node.dtype, _row(node))
+        if outputs:
+            region = _Region(tuple(nodes), tuple(rows), tuple(whole), tuple(outputs))
+            body = Emitter(f"{self.name}_s{k}_point", region, self.index, self.modes).emit()
+            self._stage(body, [self.target[x] for x in body.outputs])
+
+    def _stage(self, body: CBody, targets: list[str], flags: str | None = None) -> None:
+        args = [self.source[x] for x in (*body.row_inputs, *body.whole_inputs)] + targets
+        finish = flags is not None and not _transcendental(body.math)
+        self.stages.append(LaneStage(body.name, tuple(args), flags, finish))
+        self.bodies.append(body)
+
+    def _loop(self, node: Node, k: int) -> None:
+        """A lane-wise loop: its carries and predicates in block arrays, an
+        init stage and a step stage; its gets read the carries' arrays."""
+        n = node.attrs["n_carry"]
+        carries = node.attrs["body"].graph.inputs[:n]
+        arrays = [self._array(x.dtype, _row(x)) for x in carries]
+        flags = self._array(dtypes.bool_, 1)
+        self.source.update({g: arrays[g.attrs["index"]] for g in self.region.nodes
+                            if g.op is Op.GET and g.inputs[0] is node})
+        self.last_loop = node
+        rows = region_rows(node, region_pixels(node))
+        self._stage(_loop_init(f"{self.name}_s{k}i_point", node, rows, self.index),
+                    [*arrays, flags])
+        self._stage(_loop_step(f"{self.name}_s{k}s_point", node, rows, self.index),
+                    [*arrays, flags], flags)
+
+
+@dataclass(frozen=True)
+class _Region:
+    """A piece of a region, as ``Emitter`` reads one."""
+
+    nodes: tuple[Node, ...]
+    row_inputs: tuple[Node, ...]
+    whole_inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+
+
+def _transcendental(names) -> bool:
+    """Whether a body calls a libm transcendental (``expf`` as ``exp``)."""
+    return any(n in TRANSCENDENTAL_NAMES or n[:-1] in TRANSCENDENTAL_NAMES for n in names)
+
+
+def _nodes(piece) -> list[Node]:
+    return [piece] if isinstance(piece, Node) else piece
+
+
+def _row(x: Node) -> int:
+    return math.prod(x.shape[1:])
+
+
+_ROW_BYTES = {"float": 4, "double": 8, "int32_t": 4, "int64_t": 8, "uint8_t": 1}
+
+
+def _loop_emitter(name: str, node: Node, rows: RegionRows, index, captures: bool) -> tuple:
+    """An emitter whose inputs are the loop's operands (``captures``: only
+    the captured ones) and whose outputs are its carries' and predicates'
+    arrays; with the operands' values."""
+    n = node.attrs["n_carry"]
+    pairs = list(zip(node.inputs, rows.operands))[n if captures else 0:]
+    reads = [x for x, m in pairs if m == ROWS]
+    whole = [x for x, m in pairs if m == WHOLE]
+    carries = node.attrs["body"].graph.inputs[:n]
+    outputs = (*carries, node.attrs["cond"].graph.outputs[0])
+    region = _Region((), tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(whole)), outputs)
+    emitter = Emitter(name, region, index, {})
+    emitter.begin()
+    values = [emitter.values[x] if m == ROWS else emitter.whole[x] for x, m in pairs]
+    return emitter, values
+
+
+def _stores(carries, values) -> list[Stmt]:
+    """``out<k>[...] = value`` for every element of every carry."""
+    stmts = []
+    for k, (x, value) in enumerate(zip(carries, values)):
+        size = _row(x)
+        for j, name in enumerate(_names(value).ravel()):
+            stmts.append(Assign(f"out{k}[{f'i * {size} + {j}' if size > 1 else 'i'}]", name))
+    return stmts
+
+
+def _loop_init(name: str, node: Node, rows: RegionRows, index) -> CBody:
+    """Carry in (each carry's array from its first value) and the first
+    predicate of every row."""
+    n, cond = node.attrs["n_carry"], node.attrs["cond"].graph
+    emitter, values = _loop_emitter(name, node, rows, index, captures=False)
+    carries = node.attrs["body"].graph.inputs[:n]
+    emitter.stmts += _stores(carries, values[:n])
+    test, (flag,) = emitter.sub_body(cond, values, "q", rows.bodies["cond"])
+    emitter.stmts += [*test, Assign(f"out{n}[i]", _scalar(flag), f"first test: "
+                                    f"{emitter._label(node)}")]
+    return _by_hand(emitter)
+
+
+def _loop_step(name: str, node: Node, rows: RegionRows, index) -> CBody:
+    """One step of every row: the body, the new carry selected by the row's
+    predicate (a row that has stopped keeps its carry, bit for bit), and
+    the predicate of the new carry for the rows that ran."""
+    n, cond, body = node.attrs["n_carry"], node.attrs["cond"].graph, node.attrs["body"].graph
+    emitter, caps = _loop_emitter(name, node, rows, index, captures=True)
+    label = emitter._label(node)
+    emitter.stmts.append(Define("uint8_t", "g", f"out{n}[i]", f"running: {label}"))
+    carried = []
+    for k, x in enumerate(body.inputs[:n]):
+        names = _variables(x, f"a{k}")
+        for j, name in enumerate(names.ravel()):
+            at = f"i * {_row(x)} + {j}" if _row(x) > 1 else "i"
+            emitter.stmts.append(Define(CTYPE[x.dtype], name, f"out{k}[{at}]", f"carry: {label}"))
+        carried.append(names)
+    stmts, nexts = emitter.sub_body(body, [*carried, *caps], "b", rows.bodies["body"])
+    emitter.stmts += stmts
+    kept = []
+    for k, (x, old, new) in enumerate(zip(body.inputs[:n], carried, nexts)):
+        picks = [C_EXPR[Op.SELECT](Ctx(x.dtype, x.dtype, {}), "g", b, a)
+                 for a, b in zip(old.ravel(), _names(new).ravel())]
+        names = _variables(x, f"n{k}")
+        emitter.stmts += [Define(CTYPE[x.dtype], m, e, f"kept where stopped: {label}")
+                          for m, e in zip(names.ravel(), picks)]
+        kept.append(names)
+    emitter.stmts += _stores(body.inputs[:n], kept)
+    test, (flag,) = emitter.sub_body(cond, [*kept, *caps], "q", rows.bodies["cond"])
+    emitter.stmts += [*test, Assign(f"out{n}[i]", f"(uint8_t)(g & {_scalar(flag)})",
+                                    f"test: {label}")]
+    return _by_hand(emitter)
+
+
+def _by_hand(emitter: Emitter) -> CBody:
+    """The body of an emitter whose outputs its statements wrote."""
+    region = emitter.region
+    whole = tuple(x for x in region.whole_inputs if x.op is not Op.CONST)
+    return assemble(emitter.name, emitter.stmts, region.row_inputs, whole, region.outputs,
+                    tuple(emitter.data))
 
 
 def _called(text: str, table: dict) -> tuple[str, ...]:

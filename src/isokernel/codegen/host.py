@@ -27,11 +27,12 @@ of NaN and out-of-range values to integers).
 from __future__ import annotations
 
 import math
+import re
 
 from .c_expr import CTYPE, TRANSCENDENTAL_NAMES
-from .emit import CBody, prelude
+from .emit import BLOCK_ROWS, CBody, LaneBlock, prelude
 
-ISK_BLOCK = 256
+ISK_BLOCK = BLOCK_ROWS
 HEADER = """\
 /* isokernel native kernel {kernel} -- generated, do not edit.
  * Graph {graph}; compile without fast-math. */
@@ -55,8 +56,19 @@ static uint32_t isk_fpe(void)
 TWO_ARGUMENTS = frozenset({"pow", "atan2"})
 
 
-def simd_declarations(names) -> str:
-    """Vector-variant declarations for the libm functions in ``names``."""
+SINCOS = frozenset({"sin", "cos", "sinf", "cosf"})
+"""GCC merges ``sin(x)`` and ``cos(x)`` of one argument into one ``sincos``
+call, which has no vector variant, and the loop stays scalar (GCC 12:
+"no vectype"). A staged block's functions (``emit.LaneBlock``) call them
+under names of their own bound to the same symbols (``isk_vsin``, declared
+``__asm__("sin")``): two ordinary functions with vector variants, so the
+block's step vectorizes. Elsewhere the calls keep their names and GCC's
+merge (scalar code, the bits of libm's scalar ``sin`` and ``cos``)."""
+
+
+def simd_declarations(names, aliases=()) -> str:
+    """Vector-variant declarations for the libm functions in ``names``, and
+    for the ``isk_v`` aliases of those in ``aliases`` (``SINCOS``)."""
     lines = []
     for name in sorted(names):
         base = name[:-1] if name.endswith("f") and name[:-1] in TRANSCENDENTAL_NAMES else name
@@ -65,7 +77,15 @@ def simd_declarations(names) -> str:
         ctype = "float" if base != name else "double"
         args = ", ".join([ctype] * (2 if base in TWO_ARGUMENTS else 1))
         lines.append(f'__attribute__((simd("notinbranch"))) {ctype} {name}({args});')
+        if name in aliases:
+            lines.append(f'__attribute__((simd("notinbranch"), const)) {ctype} isk_v{name}'
+                         f'({args}) __asm__("{name}");')
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _aliased(text: str) -> str:
+    """``sin(`` and ``cos(`` calls of a staged block as their ``isk_v`` aliases."""
+    return re.sub(r"\b(sinf?|cosf?)\(", r"isk_v\1(", text)
 
 
 def _params(body: CBody, prefix: str = "") -> tuple[list[str], list[str]]:
@@ -87,23 +107,66 @@ def host_source(kernels: list[tuple[CBody, str]], graph_name: str, vector_math: 
     parts = [HEADER.format(kernel=", ".join(k for _, k in kernels), graph=graph_name,
                            block=ISK_BLOCK)]
     if vector_math:
-        parts.append(simd_declarations(set().union(*(b.math for b, _ in kernels))))
-    parts.append(prelude([h for b, _ in kernels for h in b.host_helpers], host=True))
-    data = "".join(dict.fromkeys(d for b, _ in kernels for d in b.data))
+        aliases = set().union(*(b.lanes.math for b, _ in kernels if b.lanes)) & SINCOS
+        parts.append(simd_declarations(set().union(*(_host_math(b) for b, _ in kernels)),
+                                       aliases))
+    parts.append(prelude([h for b, _ in kernels for h in _host_helpers(b)], host=True))
+    data = "".join(dict.fromkeys(d for b, _ in kernels for d in _data(b)))
     if data:
         parts.append(data)
     for body, kernel in kernels:
         decls, names = _params(body)
-        parts += [body.host_function, _block_function(body, kernel, decls, names),
+        lanes = body.lanes and (_aliased(body.lanes.functions) if vector_math
+                                else body.lanes.functions)
+        parts += [lanes or body.host_function,
+                  _block_function(body, kernel, decls, names),
                   _tail_function(body, kernel, decls, names),
                   _kernel_function(body, kernel, decls, names)]
     return "\n".join(parts)
 
 
+def _host_helpers(body: CBody) -> tuple[str, ...]:
+    return body.lanes.helpers if body.lanes else body.host_helpers
+
+
+def _data(body: CBody) -> tuple[str, ...]:
+    return body.lanes.data if body.lanes else body.data
+
+
+def _host_math(body: CBody) -> frozenset[str]:
+    """The libm functions the host build of ``body`` calls."""
+    return body.lanes.math if body.lanes else body.math
+
+
 def _block_function(body: CBody, kernel: str, decls, names) -> str:
-    return (f"static __attribute__((noinline)) void {kernel}_block({', '.join(decls)})\n"
-            f"{{\n    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
+    head = f"static __attribute__((noinline)) void {kernel}_block({', '.join(decls)})\n{{\n"
+    if body.lanes is not None:
+        return head + _stages(body.lanes) + "}\n"
+    return (head + f"    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
             f"        {body.name}(j, {', '.join(names)});\n}}\n")
+
+
+def _stages(lanes: LaneBlock) -> str:
+    """A staged block: its arrays, then each stage over every row of the
+    block; a lane-wise loop's step runs over the whole block while more than
+    ``ISK_BLOCK / 8`` rows run (masked, vectorized), then (an IEEE-only
+    step, whose bits are the same in scalar code) row by row."""
+    lines = [f"    {c} {name}[ISK_BLOCK * {n}];  /* between the stages */"
+             for c, name, n in lanes.arrays]
+    for stage in lanes.stages:
+        call = f"{stage.name}(j, {', '.join(stage.args)});"
+        every = ["for (int64_t j = 0; j < ISK_BLOCK; j++)", f"    {call}"]
+        if stage.flags is None:
+            lines += [f"    {line}" for line in every]
+            continue
+        limit = "ISK_BLOCK / 8" if stage.finish else "0"
+        lines += [f"    while (isk_running({stage.flags}) > {limit}) {{  /* every row steps; "
+                  f"those that stopped keep their carry */",
+                  *(f"        {line}" for line in every), "    }"]
+        if stage.finish:
+            lines += ["    for (int64_t j = 0; j < ISK_BLOCK; j++)  /* the last rows, one by "
+                      "one */", f"        while ({stage.flags}[j])", f"            {call}"]
+    return "\n".join(lines) + "\n"
 
 
 def _row(node) -> str:

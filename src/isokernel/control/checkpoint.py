@@ -21,7 +21,7 @@ from ..ir.eval import run_graph
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..record import bind, current_builder, replay
 from ..transforms.graphs import is_float, retrace, zeros
-from ..transforms.jvp import jvp_graph
+from ..transforms.linearize import linearize_graph
 from ..transforms.regions import RegionRules, register
 from ..transforms.transpose import Lin, transpose_graph
 from ..transforms.vmap import batch_size, batched_subgraph
@@ -60,15 +60,17 @@ def _eval(*args, body) -> list:
 
 def _jvp(operands, tangents, *, body):
     """The body, and a ``checkpoint`` of its tangents that recomputes the
-    primal from the inputs (linear in the tangents)."""
+    primal part from the inputs and then applies the linear part (linear in
+    the tangents, so it transposes even when the body holds loops)."""
     graph = body.graph
     diff = [t is not None and is_float(x.aval) for x, t in zip(operands, tangents)]
     float_out = [i for i, x in enumerate(graph.outputs) if is_float(x.aval)]
-    derivative = jvp_graph(graph, diff, float_out)
-    k = len(graph.outputs)
+    primal_part, linear_part = linearize_graph(graph, diff, float_out)
+    k, n = len(graph.outputs), len(graph.inputs)
 
     def only_tangents(*xs):
-        return replay(derivative, *xs)[k:]
+        residuals = replay(primal_part, *xs[:n])[k:]
+        return replay(linear_part, *residuals, *xs[n:])
     given = [t for t, d in zip(tangents, diff) if d]
     avals = [x.aval for x in graph.inputs] + [t.aval.strong() for t in given]
     tangent_body = retrace(avals, only_tangents, name=f"jvp_{graph.name}")

@@ -13,6 +13,7 @@ from ..ir.pytree import tree_flatten
 from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms.graphs import retrace
+from ..transforms.vmap import batched, vmap_graph
 
 
 def strong_aval(x) -> Aval:
@@ -112,3 +113,40 @@ def eager_avals(leaves, want: Sequence[Aval]) -> list[Aval]:
         a = aval_of_example(leaf)
         found.append(Aval(a.shape, w.dtype) if a.weak else a.strong())
     return found
+
+
+def carry_dims(body: Graph, n_carry: int, dims: Sequence, size: int) -> tuple:
+    """The batch dims of a loop's inputs once its carries are settled: a
+    carry is batched when its initial value is or when the body makes it so
+    from batched inputs (iterated to a fixed point, as a carry batched now
+    may batch another next step); the rest of ``dims`` as given."""
+    batched = [d is not None for d in dims[:n_carry]]
+    while True:
+        settled = tuple(0 if b else None for b in batched) + tuple(dims[n_carry:])
+        out_dims = vmap_graph(body, settled, size)[1]
+        grown = [b or out_dims[i] is not None for i, b in enumerate(batched)]
+        if grown == batched:
+            return settled
+        batched = grown
+
+
+def batch_body(body: Graph, dims: Sequence, size: int, batched_out: Sequence[bool]) -> Graph:
+    """``body`` batched over ``dims``, the outputs marked in ``batched_out``
+    batched at 0 (an output the batch does not reach is broadcast) and the
+    others left unbatched."""
+    inner, out_dims = vmap_graph(body, dims, size)
+    if all(d is not None for d, want in zip(out_dims, batched_out) if want):
+        return inner
+
+    def forced(*xs):
+        outs = replay(inner, *xs)
+        return [batched(o, d, size) if want else o
+                for o, d, want in zip(outs, out_dims, batched_out)]
+    return retrace([x.aval for x in inner.inputs], forced, inner.input_names, inner.name)
+
+
+def batch_operands(args, dims, bdims, size: int) -> list:
+    """The operands with each one ``dims`` batches and ``bdims`` did not
+    broadcast over the batch."""
+    return [batched(x, None, size) if d is not None and b is None else x
+            for x, d, b in zip(args, dims, bdims)]

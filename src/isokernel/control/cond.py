@@ -61,7 +61,9 @@ def cond(pred, true_fun, false_fun, *operands):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``;
     ``pred`` a scalar (under ``vmap``, one per element)."""
     if not isinstance(pred, Tracer):
-        return (true_fun if bool(np.asarray(pred)) else false_fun)(*operands)
+        value = np.asarray(pred)
+        _check_index(Aval(value.shape, value.dtype), user_where(), "cond")
+        return (true_fun if bool(value) else false_fun)(*operands)
     _check_index(pred.aval, user_where(), "cond")
     truth = pred if pred.dtype == dtypes.bool_ else F.not_equal(pred, 0)
     return switch(F.astype(truth, np.int32), [false_fun, true_fun], *operands)

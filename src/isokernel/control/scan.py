@@ -36,9 +36,12 @@ from ..transforms.jvp import jvp_graph
 from ..transforms.linearize import Split, linearize_graph
 from ..transforms.regions import RegionRules, register
 from ..transforms.transpose import Lin, transpose_graph
-from ..transforms.vmap import batch_size, batched, vmap_graph
+from ..transforms.vmap import batch_size, vmap_graph
 from .common import (
     as_values,
+    batch_body,
+    batch_operands,
+    carry_dims,
     cast_weak,
     check_same,
     eager_avals,
@@ -382,20 +385,22 @@ def _transposed_body(flipped, n: int, q: int, ys, fixed_x, fixed_c, n_lin_x: int
 
 
 def _batch(args, bdims, *, body, n_carry, n_xs, length, reverse, jvp_of):
-    """Every carry batched; a batched sequence has its batch moved behind
-    the step axis, and each stacked y is moved back to batch-first."""
+    """The carries the batch reaches are batched (the body iterated to a
+    fixed point); a batched sequence has its batch moved behind the step
+    axis, and each batched stacked y is moved back to batch-first."""
     size = batch_size(args, bdims)
-    carry, xs, caps = _parts(args, n_carry, n_xs)
-    x_dims = bdims[n_carry:n_carry + n_xs]
-    carry = [batched(x, d, size) for x, d in zip(carry, bdims[:n_carry])]
-    xs = [_step_major(x) if d is not None else x for x, d in zip(xs, x_dims)]
-    dims = (0,) * n_carry + tuple(x_dims) + tuple(bdims[n_carry + n_xs:])
-    inner = vmap_graph(body.graph, dims, size, all_batched=True)[0]
-    outs = bind(Op.SCAN, *carry, *xs, *caps, body=SubGraph(inner), n_carry=n_carry,
-                n_xs=n_xs, length=length, reverse=reverse,
+    dims = carry_dims(body.graph, n_carry, bdims, size)
+    y_dims = vmap_graph(body.graph, dims, size)[1][n_carry:]
+    out = [d is not None for d in dims[:n_carry]] + [d is not None for d in y_dims]
+    args = batch_operands(args, dims, bdims, size)
+    args = [_step_major(x) if n_carry <= i < n_carry + n_xs and d is not None else x
+            for i, (x, d) in enumerate(zip(args, dims))]
+    outs = bind(Op.SCAN, *args, body=SubGraph(batch_body(body.graph, dims, size, out)),
+                n_carry=n_carry, n_xs=n_xs, length=length, reverse=reverse,
                 jvp_of=None if jvp_of is None else _batched_jvp_of(jvp_of, dims, size))
-    ys = [_step_major(y) for y in outs[n_carry:]]  # (T, B, ...) -> (B, T, ...)
-    return tuple(outs[:n_carry]) + tuple(ys), (0,) * len(outs)
+    ys = [_step_major(y) if d is not None else y for y, d in zip(outs[n_carry:], y_dims)]
+    return tuple(outs[:n_carry]) + tuple(ys), tuple(dims[:n_carry]) + tuple(
+        None if d is None else 0 for d in y_dims)
 
 
 def _step_major(x):
@@ -410,8 +415,9 @@ def _batched_jvp_of(jvp_of, dims, size: int):
     c = len(body.graph.inputs) - n - nx
     primal = (dims[:n] + dims[n + m:n + m + nx]
               + dims[n + m + nx + mx:n + m + nx + mx + c])
-    inner = vmap_graph(body.graph, primal, size, all_batched=True)[0]
-    return (SubGraph(inner), n, nx, tpos, xpos, cpos, ypos)
+    y_dims = vmap_graph(body.graph, primal, size)[1][n:]
+    out = [d is not None for d in primal[:n]] + [d is not None for d in y_dims]
+    return (SubGraph(batch_body(body.graph, primal, size, out)), n, nx, tpos, xpos, cpos, ypos)
 
 
 def _cost(node, flops) -> int:

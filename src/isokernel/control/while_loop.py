@@ -45,6 +45,9 @@ from ..transforms.regions import RegionRules, register
 from ..transforms.vmap import batch_size, batched, batched_subgraph, vmap_graph
 from .common import (
     as_values,
+    batch_body,
+    batch_operands,
+    carry_dims,
     cast_weak,
     check_same,
     eager_avals,
@@ -248,34 +251,36 @@ def _partial_eval(node, operands, known):
 
 
 def _batch(args, bdims, *, cond, body, n_carry, checkpoint_every, jvp_of):
-    """Every carry batched (an unmapped initial value is broadcast); a
-    mapped predicate makes the loop lane-wise."""
+    """The carries the batch reaches are batched (found by iterating the
+    body to a fixed point); a mapped predicate makes the loop lane-wise,
+    every carry then batched."""
     size = batch_size(args, bdims)
-    dims, args = _carries_batched(args, bdims, n_carry, size)
-    outs = bind(Op.WHILE, *args, cond=SubGraph(_batched_cond(cond.graph, dims, size)),
-                body=SubGraph(batched_subgraph(body.graph, dims, size)), n_carry=n_carry,
+    dims = _loop_dims(cond.graph, body.graph, n_carry, bdims, size)
+    out = [d is not None for d in dims[:n_carry]]
+    outs = bind(Op.WHILE, *batch_operands(args, dims, bdims, size),
+                cond=SubGraph(_batched_test(cond.graph, dims, size)),
+                body=SubGraph(batch_body(body.graph, dims, size, out)), n_carry=n_carry,
                 checkpoint_every=checkpoint_every,
                 jvp_of=None if jvp_of is None else _batched_jvp_of(jvp_of, dims, size))
-    return outs, (0,) * n_carry
+    return outs, dims[:n_carry]
 
 
-def _carries_batched(args, bdims, n_carry: int, size: int):
-    dims = (0,) * n_carry + tuple(bdims[n_carry:])
-    args = [batched(x, d, size) if i < n_carry else x
-            for i, (x, d) in enumerate(zip(args, bdims))]
-    return dims, args
-
-
-def _batched_cond(cond, dims, size: int):
-    """The predicate batched; one per lane when the batch reaches it."""
-    return vmap_graph(cond, dims, size)[0]
+def _loop_dims(cond, body, n_carry: int, bdims, size: int) -> tuple:
+    """The loop's batch dims: the carries' fixed point, and every carry
+    batched when the predicate is (one per lane)."""
+    dims = carry_dims(body, n_carry, bdims, size)
+    if vmap_graph(cond, dims, size)[1][0] is None:
+        return dims
+    return (0,) * n_carry + tuple(dims[n_carry:])
 
 
 def _batched_jvp_of(jvp_of, dims, size: int):
     cond, body, n, tpos, cpos = jvp_of
-    primal_dims = dims[:n] + dims[n + len(tpos):n + len(tpos) + len(body.graph.inputs) - n]
-    return (SubGraph(_batched_cond(cond.graph, primal_dims, size)),
-            SubGraph(batched_subgraph(body.graph, primal_dims, size)), n, tpos, cpos)
+    m, c = len(tpos), len(body.graph.inputs) - n
+    primal_dims = dims[:n] + dims[n + m:n + m + c]
+    out = [d is not None for d in primal_dims[:n]]
+    return (SubGraph(_batched_test(cond.graph, primal_dims, size)),
+            SubGraph(batch_body(body.graph, primal_dims, size, out)), n, tpos, cpos)
 
 
 def _cost(node, flops) -> int:
@@ -349,9 +354,9 @@ def _lin_batch(args, bdims, *, cond, body, cond_jvp, body_jvp, n_carry, tangent_
     dims = [0 if i < n or n + c <= i < n + c + m else d for i, d in enumerate(bdims)]
     primal = tuple(dims[:n + c])
     both = tuple(dims[:n] + dims[n + c:n + c + m] + dims[n:n + c] + dims[n + c + m:])
-    outs = bind(Op.WHILE_LIN, *args, cond=SubGraph(_batched_cond(cond.graph, primal, size)),
+    outs = bind(Op.WHILE_LIN, *args, cond=SubGraph(_batched_test(cond.graph, primal, size)),
                 body=SubGraph(batched_subgraph(body.graph, primal, size)),
-                cond_jvp=SubGraph(_batched_cond(cond_jvp.graph, both, size)),
+                cond_jvp=SubGraph(_batched_test(cond_jvp.graph, both, size)),
                 body_jvp=SubGraph(batched_subgraph(body_jvp.graph, both, size)),
                 n_carry=n, tangent_carries=tangent_carries, tangent_caps=tangent_caps,
                 checkpoint_every=checkpoint_every)
@@ -389,6 +394,7 @@ def _vjp_eval(*args, cond, body, body_vjp, n_carry, tangent_carries, tangent_cap
         for state in reversed(states):
             ct, pulled = _pull(cond, body_vjp, state, caps, ct, n, len(tangent_carries))
             ct_caps = pulled if ct_caps is None else [a + b for a, b in zip(ct_caps, pulled)]
+        del states, state  # this segment's carries go before the next one's come
     if ct_caps is None:  # no step ran: the captures got no cotangent
         avals = [x.aval for x in body_vjp.graph.outputs[n + len(tangent_carries):]]
         ct_caps = [np.zeros(a.shape, a.dtype) for a in avals]
@@ -457,26 +463,12 @@ def _vjp_batch(args, bdims, *, cond, body, body_vjp, n_carry, tangent_carries, t
             for i, (x, d) in enumerate(zip(args, bdims))]
     dims = tuple(0 if i < n or i >= k else d for i, d in enumerate(bdims))
     pulled = vmap_graph(body_vjp.graph, dims, size, all_batched=True)[0]
-    outs = bind(Op.WHILE_VJP, *args, cond=SubGraph(_batched_cond(cond.graph, dims[:k], size)),
+    outs = bind(Op.WHILE_VJP, *args, cond=SubGraph(_batched_test(cond.graph, dims[:k], size)),
                 body=SubGraph(batched_subgraph(body.graph, dims[:k], size)),
-                body_vjp=SubGraph(_summed_caps(pulled, dims, n, tangent_caps)),
+                body_vjp=SubGraph(pulled),
                 n_carry=n, tangent_carries=tangent_carries, tangent_caps=tangent_caps,
                 checkpoint_every=checkpoint_every)
     return outs, (0,) * len(outs)
-
-
-def _summed_caps(pulled, dims, n: int, tangent_caps):
-    """A batched VJP body whose captures' cotangents are summed over the
-    batch where the capture itself is not batched."""
-    cap_dims = [dims[n + i] for i in tangent_caps]
-    first = len(pulled.outputs) - len(tangent_caps)
-
-    def body(*xs):
-        outs = replay(pulled, *xs)
-        caps = [o if d is not None else bind(Op.REDUCE_SUM, o, axes=(0,))
-                for o, d in zip(outs[first:], cap_dims)]
-        return outs[:first] + caps
-    return retrace([x.aval for x in pulled.inputs], body, name=pulled.name)
 
 
 def _vjp_cost(node, flops) -> int:
@@ -485,3 +477,8 @@ def _vjp_cost(node, flops) -> int:
 
 register(RegionRules(Op.WHILE_VJP, shape=_vjp_shape, eval=_vjp_eval, jvp=_vjp_jvp,
                      batch=_vjp_batch, cost=_vjp_cost))
+
+
+def _batched_test(cond, dims, size: int):
+    """The predicate batched over ``dims`` (one per lane when the batch reaches it)."""
+    return vmap_graph(cond, dims, size)[0]

@@ -45,9 +45,9 @@ import numpy as np
 
 from ...codegen import driver as drv
 from ...codegen import unavailable_reason as compiler_reason
-from ...codegen.pixel import ROWS, WHOLE, RowRegion
+from ...codegen.pixel import ROWS, WHOLE, RowRegion, block_attrs
 from ...ir import EVAL, BackendUnavailableError, Node, Op, dtypes
-from ...ir.ops import LAYOUT
+from ...ir.ops import CONTROL, LAYOUT
 from ..liveness import VIEW_OPS
 
 CALL_INFO = b"numpy_1.24_ufunc_call_info"
@@ -247,13 +247,9 @@ class TileOperands:
 
 def tile_attrs(node: Node, rows: int) -> dict:
     """The node's attributes for a tile of ``rows`` rows (the shape
-    attributes that carry the pixel count)."""
-    attrs = dict(node.attrs)
-    if node.op in (Op.BROADCAST, Op.RESHAPE):
-        attrs["shape"] = (rows, *attrs["shape"][1:])
-    elif node.op is Op.SLICE:
-        attrs["limit"] = (rows, *attrs["limit"][1:])
-    return attrs
+    attributes that carry the pixel count; a control-flow node's bodies
+    resized likewise: ``pixel.block_attrs``)."""
+    return dict(block_attrs(node, rows))
 
 
 def tile_steps(region: RowRegion, hoisted: list[Node], assignment: dict, tile: TileOperands,
@@ -267,6 +263,8 @@ def tile_steps(region: RowRegion, hoisted: list[Node], assignment: dict, tile: T
     outputs = dict(zip(region.outputs, tile.outs))
     steps = []
     for node in region.nodes:
+        if node.op in CONTROL:
+            raise Ineligible(f"{node.op.value} (control flow runs by its EVAL rule on the tile)")
         if node not in names:  # hoisted views are named already
             args = [names.get(x) or names[(x, mode)]
                     for x, mode in zip(node.inputs, region.modes[node])]

@@ -265,10 +265,23 @@ def _policy(op: Op, contract: bool) -> NumericalPolicy:
     return NumericalPolicy(contraction=contraction, math_library=EXACT.get(op, BASIC))
 
 
+CONTROL_KINDS = {
+    Op.WHILE: "one C while per pixel: each pixel stops on its own predicate",
+    Op.SCAN: "a C for loop of the static step count",
+    Op.COND: "an if/else chain on the whole index: only the branch taken runs",
+    Op.CHECKPOINT: "its body, inlined",
+    Op.GET: "a result of its control-flow node: its variables",
+}
+"""How the emitter lowers the control flow that runs inside a row region
+(``codegen.emit``); the ops of the bodies keep their own capsules' policies."""
+
+
 def _register_capsules() -> None:
-    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE):
-        kind = "element renaming" if op in LAYOUT else (
-            "libm call" if op in TRANSCENDENTAL else "C expression")
+    kinds = [(op, "element renaming" if op in LAYOUT else (
+        "libm call" if op in TRANSCENDENTAL else "C expression"))
+        for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE)]
+    kinds += list(CONTROL_KINDS.items())
+    for op, kind in kinds:
         for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
             register(Capsule(name=f"generated C ({kind})", op=op, provider=provider,
                              device="cpu", trust="checked", vjp_mode="isokernel-graph",

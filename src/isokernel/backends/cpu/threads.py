@@ -129,11 +129,21 @@ INLINE_TEXT = ("calls of <= {rows} pixels (and at most one tile of an asked tile
                "the calling thread as one tile, by the reference's NumPy calls (no pool)")
 
 NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET}) | CONTROL
-"""Leaves; the matrix product, which always runs whole: BLAS may block a row
-slice differently from the full matrix; fused forms, which this strategy
-has no kernels for: it unfuses the graph first and tiles the composition; and
-the results of a node with several (which runs whole, as its gets do); and
-control flow, which runs whole by its EVAL rule."""
+"""The ops without a tile rule (``INTO``): leaves; the matrix product, which
+always runs whole: BLAS may block a row slice differently from the full
+matrix; fused forms, which this strategy has no kernels for: it unfuses the
+graph first and tiles the composition; and control flow with the gets that
+read its results: row-local control flow runs in the tiles by its EVAL rule
+(``IN_TILES_BY_EVAL``), other control flow (the reverse passes of a while
+loop, a loop whose body reads across pixels) runs whole by its EVAL rule."""
+
+IN_TILES_BY_EVAL = frozenset({Op.COND, Op.WHILE, Op.SCAN, Op.CHECKPOINT, Op.GET})
+"""Row-local control flow (``pixel.region_rows``) and its gets: a tile calls
+the EVAL rule itself on the tile's rows, the bodies resized to the tile
+(``pixel.block_attrs``), and the results are fresh arrays (no ``out=``, no
+scratch). A lane of a lane-wise ``while`` runs until its own predicate
+fails whatever tile it is in, so a tile's rows get the reference's bits."""
+NO_SCRATCH = VIEW_OPS | IN_TILES_BY_EVAL
 
 
 # --- tile sizes -----------------------------------------------------------------------------
@@ -193,7 +203,7 @@ class _Slots:
         free: dict[tuple, list[int]] = {}
         outputs = set(region.outputs)
         for i, node in enumerate(region.nodes):
-            if node.op not in VIEW_OPS and node not in outputs and node not in hoisted:
+            if node.op not in NO_SCRATCH and node not in outputs and node not in hoisted:
                 self.assignment[node] = self._place(node, i, last, free)
             for dead in dying.get(i, ()):
                 slot = self.assignment.get(dead)
@@ -229,12 +239,18 @@ def _storage(region: RowRegion) -> dict[Node, Node]:
 
 
 def _last_use(region: RowRegion, storage: dict) -> dict[int, list[Node]]:
-    """For each node index, the storages whose last reader it is."""
+    """For each node index, the storages whose last reader it is. A result of
+    a control-flow node may be one of its operands' arrays (a branch that
+    returns its input), so a reader of its gets also reads those."""
     last: dict[Node, int] = {}
+    aliases = {g: [storage[x] for x in g.inputs[0].inputs if x in storage]
+               for g in region.nodes if g.op is Op.GET}
     for i, node in enumerate(region.nodes):
         for x in node.inputs:
             if x in storage:
                 last[storage[x]] = i
+            for owner in aliases.get(x, ()):
+                last[owner] = i
     for i, node in enumerate(region.nodes):
         last.setdefault(storage[node], i)
     dying: dict[int, list[Node]] = {}
@@ -292,7 +308,7 @@ def generate_tile(region: RowRegion, hoisted: list[Node], slots: _Slots,
         args = _operands(node, region, names)
         if node in hoisted:
             pass
-        elif node.op in VIEW_OPS:
+        elif node.op in VIEW_OPS or node.op in IN_TILES_BY_EVAL:
             env[f"_f{i}"] = functools.partial(EVAL[node.op], **loops.tile_attrs(node, rows))
             names[node] = f"t{i}"
             lines.append(f"    t{i} = _f{i}({args}){where}")
@@ -301,7 +317,7 @@ def generate_tile(region: RowRegion, hoisted: list[Node], slots: _Slots,
             target = outputs.get(node) or f"s{slots.assignment[node]}"
             names[node] = f"t{i}"
             lines.append(f"    t{i} = _f{i}({args}{', ' if args else ''}out={target}){where}")
-        if node in outputs and node.op in VIEW_OPS:
+        if node in outputs and node.op in NO_SCRATCH:
             lines.append(f"    _copyto({outputs[node]}, {names[node]})")
     return "\n".join(lines) + "\n", env
 
@@ -594,9 +610,10 @@ LOOP_CAPSULE_NAMES = {
 def _register_capsules() -> None:
     reference = {c.op: c for c in registered() if c.provider == NUMPY_PROVIDER}
     for op, capsule in reference.items():
-        if op in NOT_IN_TILES:
+        if op in NOT_IN_TILES - IN_TILES_BY_EVAL:
             continue
-        kinds = [(PROVIDER, f"{capsule.name} on row tiles (out=)")]
+        how = "its EVAL rule per tile" if op in IN_TILES_BY_EVAL else "out="
+        kinds = [(PROVIDER, f"{capsule.name} on row tiles ({how})")]
         if op in LOOP_CAPSULE_NAMES:
             kinds.append((PROVIDER_LOOPS, LOOP_CAPSULE_NAMES[op].format(capsule.name)))
         for provider, name in kinds:

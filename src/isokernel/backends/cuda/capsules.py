@@ -18,7 +18,8 @@ LAYOUT_PROVIDER = "cupy-layout"
 BLAS_PROVIDER = "cublas"
 TEXTURE_PROVIDER = "cuda-texture"
 FORM_PROVIDER = "cuda-fused-form"
-PROVIDERS = (PROVIDER, REDUCE_PROVIDER, LAYOUT_PROVIDER, BLAS_PROVIDER)
+CONTROL_PROVIDER = "cuda-control"
+PROVIDERS = (PROVIDER, REDUCE_PROVIDER, LAYOUT_PROVIDER, BLAS_PROVIDER, CONTROL_PROVIDER)
 """The providers of ``cuda-eager``'s profile, in order of preference."""
 
 CUDA_TRUST = frozenset({"checked", "trusted"})
@@ -55,6 +56,20 @@ def _kernel_policy(op: Op) -> NumericalPolicy:
     return NumericalPolicy(subnormals=SUBNORMALS, math_library=EXACT.get(op, BASIC))
 
 
+CONTROL_NAMES = {
+    Op.COND: "cond on the device: the index read on the host, the branch taken op by op",
+    Op.WHILE: "while on the device: the bodies op by op each step, the predicate read on the "
+              "host (lane-wise: a device copy keeps the carry of lanes that stopped)",
+    Op.WHILE_LIN: "while_lin on the device: the JVP'd loop op by op, as while",
+    Op.WHILE_VJP: "while_vjp on the device: the checkpointed reverse sweep op by op",
+    Op.SCAN: "scan on the device: the body op by op each step, outputs stacked on the device",
+    Op.CHECKPOINT: "checkpoint on the device: its body op by op",
+    Op.GET: "a result of its control-flow node (no computation)",
+}
+"""How the op-by-op strategies run control flow (``executor.CUPY``,
+``control``); the bodies' ops keep their own capsules."""
+BODIES = "the bodies' ops, each under its own capsule"
+
 REDUCTION_ORDER = ("NumPy's order for C-contiguous operands (pairwise along a trailing run of "
                    "reduced axes, in order across the others; prod a left fold), fixed from "
                    "run to run")
@@ -77,6 +92,9 @@ def _register_capsules() -> None:
                      NumericalPolicy(subnormals=SUBNORMALS,
                                      math_library="the body's ops in one pass, --fmad=false: "
                                                   "bit-identical to the composition")))
+    for op, name in CONTROL_NAMES.items():
+        register(Capsule(name, op, CONTROL_PROVIDER, "cuda", "checked", "isokernel-graph",
+                         NumericalPolicy(subnormals=SUBNORMALS, math_library=BODIES)))
     for op in REDUCE:
         register(Capsule("isokernel deterministic reduction", op, REDUCE_PROVIDER, "cuda",
                          "checked", "isokernel-graph",

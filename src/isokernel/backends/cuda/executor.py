@@ -24,13 +24,14 @@ from ...codegen.c_expr import C_EXPR, Ctx
 from ...codegen.pixel import pixel_count
 from ...codegen.reduce import pairwise_tree
 from ...codegen.reduce import plan as reduce_plan
-from ...ir import Op, PlanningError, dtypes
-from ...ir.ops import ELEMENTWISE, REDUCE
+from ...ir import Op, PlanningError, dtypes, subgraphs
+from ...ir.ops import CONTROL, ELEMENTWISE, REDUCE
 from ..capsules import lookup
 from ..executable import ExecutableBase
 from ..liveness import release_schedule, static_liveness
 from ..planning import NodePlan, Plan
 from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
+from . import control
 from .capsules import FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
 
 # --- the rules ----------------------------------------------------------------------------
@@ -265,9 +266,17 @@ CUPY = {
     Op.DOT_GENERAL: _attrs(_dot_general),
     Op.TABLE_LOOKUP: _table,
     Op.FUSED: _fused,
+    Op.COND: control.cond_rule,
+    Op.WHILE: control.while_rule,
+    Op.WHILE_LIN: control.while_lin_rule,
+    Op.WHILE_VJP: control.while_vjp_rule,
+    Op.SCAN: control.scan_rule,
+    Op.CHECKPOINT: control.checkpoint_rule,
+    Op.GET: control.get_rule,
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
-node, *operands) -> device array``."""
+node, *operands) -> device array`` (control flow: a list of them, which its
+gets read; ``control``)."""
 
 
 
@@ -280,10 +289,11 @@ NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result h
 
 def refuse_unsupported(graph) -> None:
     """Planning-time refusal of an elementwise node without an exact C form
-    (fused forms are checked through their bodies)."""
+    (fused forms and control flow are checked through their bodies)."""
     for node in graph.nodes:
-        if node.op is Op.FUSED:
-            refuse_unsupported(node.attrs["body"].graph)
+        if node.op is Op.FUSED or node.op in CONTROL:
+            for _, body in subgraphs(node):
+                refuse_unsupported(body.graph)
         elif node.op in ELEMENTWISE and not _has_expression(node):
             where = f" at {node.where}" if node.where else ""
             raise PlanningError(NO_KERNEL.format(op=node.op.value, where=where,

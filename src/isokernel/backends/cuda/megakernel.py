@@ -142,9 +142,21 @@ def _policy(op: Op, contract: bool) -> NumericalPolicy:
                            math_library=EXACT.get(op, BASIC))
 
 
+IN_REGION = {
+    Op.WHILE: "a while loop per thread: each pixel stops on its own predicate",
+    Op.SCAN: "a for loop of the static step count per thread",
+    Op.COND: "an if/else chain on the whole index: only the branch taken runs",
+    Op.CHECKPOINT: "its body, inlined",
+    Op.GET: "a result of its control-flow node: its variables",
+}
+"""Control flow inside a region kernel (``codegen.emit``); the bodies' ops
+keep their own capsules' policies."""
+
+
 def _register_capsules() -> None:
-    for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE):
-        kind = "element renaming" if op in LAYOUT else "C expression in a fused region"
+    kinds = [(op, "element renaming" if op in LAYOUT else "C expression in a fused region")
+             for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE)]
+    for op, kind in [*kinds, *IN_REGION.items()]:
         for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
             register(Capsule(f"generated CUDA ({kind})", op, provider, "cuda", "checked",
                              "isokernel-graph", _policy(op, contract)))

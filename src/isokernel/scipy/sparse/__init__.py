@@ -1,0 +1,1 @@
+"""``isokernel.scipy.sparse.linalg``: Krylov solvers with JAX's call forms."""

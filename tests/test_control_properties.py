@@ -17,8 +17,9 @@ values agree bit for bit and the gradients to rounding).
   on programs with transcendentals (native's per-op ulp bound does not bound
   a composition, which can amplify it: test_native.py measures that bound op
   by op, test_control_flow.py checks it where nothing is fed back).
-- ``jit(grad)``, ``jacfwd`` and ``vmap(grad)`` of a scalar loss match central
-  differences and the unrolled program's gradient (tolerances below).
+- ``jit(grad)``, ``jacfwd``, ``jacrev``, ``vmap(grad)`` and ``hessian`` of a
+  scalar loss match central differences and the unrolled program's
+  derivatives (tolerances below).
 """
 
 from __future__ import annotations
@@ -332,6 +333,7 @@ def test_derivatives_match_differences_and_the_unrolled_program(drawn):
     results = {
         "jit(grad)": [ik.jit(ik.grad(loop_loss), strategy="reference")(x, N_BOUND)],
         "jacfwd": [ik.jacfwd(loop_loss)(x, N_BOUND)],
+        "jacrev": [ik.jacrev(loop_loss)(x, N_BOUND)],
         "vmap(grad)": list(ik.vmap(ik.grad(loop_loss), in_axes=(0, None))(rows, N_BOUND)),
     }
     for r, row in enumerate(rows):
@@ -341,6 +343,12 @@ def test_derivatives_match_differences_and_the_unrolled_program(drawn):
             if r < len(found):
                 assert_near(found[r], fd, FD_TOL, f"{what} row {r} vs central differences")
                 assert_near(found[r], want, UNROLLED_RTOL, f"{what} row {r} vs unrolled")
+    hessian = ik.hessian(loop_loss)(x, N_BOUND)
+    unrolled_grad = ik.grad(unrolled_loss)
+    fd = np.stack([central_differences(lambda v, i=i: unrolled_grad(v)[i], x)
+                   for i in range(x.shape[0])])
+    assert_near(hessian, fd, FD_TOL, "hessian vs central differences of the gradient")
+    assert_near(hessian, ik.hessian(unrolled_loss)(x), UNROLLED_RTOL, "hessian vs unrolled")
 
 
 def _bodies(s) -> list:

@@ -21,9 +21,9 @@ its T steps, again to keep the carry every K steps (K = ``checkpoint_every``,
 else ceil(sqrt(T))), then walks the checkpoints backwards, recomputing the
 K carries of each segment and pulling the cotangent through the body's VJP
 one step at a time: memory O(sqrt(T) * carry), time about three primal
-loops plus one VJP loop. Second derivatives through that reverse pass
-(``hessian`` = ``jacfwd(grad)``) are refused with a clear error; use
-``jacfwd(jacfwd(f))`` or a ``fori_loop`` with static bounds.
+loops plus one VJP loop. Forward mode over that reverse pass (``hessian`` =
+``jacfwd(grad)``) is the reverse sweep of the JVP'd loop, checkpointed the
+same way (``_vjp_jvp``).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ from .common import (
 
 CARRY_CHANGED = ("return a carry of the same structure, shapes and dtypes as init_val (cast "
                  "with astype where the body changes a dtype)")
-SECOND_ORDER = ("a second derivative through the reverse pass of a while_loop (hessian = "
-                "jacfwd(grad)) is not supported: use jacfwd(jacfwd(f)), or a fori_loop with "
-                "static bounds, whose reverse mode is a scan")
+SECOND_ORDER = ("a second derivative through the tangent map of a while_loop is not "
+                "supported: use hessian = jacfwd(grad) (or jacfwd(jacfwd(f))), whose rules "
+                "cover it")
 
 
 def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = None):
@@ -443,16 +443,48 @@ def _pull(cond, body_vjp, state: list, caps: list, ct: list, n: int, m: int):
 
 def _vjp_jvp(operands, tangents, *, cond, body, body_vjp, n_carry, tangent_carries,
              tangent_caps, checkpoint_every):
+    """Linear in the cotangents; along the carry and the captures (a second
+    derivative, ``hessian`` = ``jacfwd(grad)``) it is the reverse sweep of
+    the JVP'd loop: for the loop D over (c, c') whose body is the body's
+    JVP, the cotangent (dct, ct) pulls back to (∂F)^T ct on c' and, on c,
+    (∂F)^T dct + (∂²F c')^T ct, the tangent of (∂F)^T ct along c' (the
+    second derivative is symmetric). One ``while_vjp`` of D gives it,
+    checkpointed like the first."""
     attrs = {"cond": cond, "body": body, "body_vjp": body_vjp, "n_carry": n_carry,
              "tangent_carries": tangent_carries, "tangent_caps": tangent_caps,
              "checkpoint_every": checkpoint_every}
     k = len(body.graph.inputs)
-    if any(t is not None for t in tangents[:k]):
-        raise DifferentiationError(SECOND_ORDER)
     given = [zeros(x.aval.strong()) if t is None else t
              for x, t in zip(operands[k:], tangents[k:])]
-    return (bind(Op.WHILE_VJP, *operands, **attrs),
-            bind(Op.WHILE_VJP, *operands[:k], *given, **attrs))
+    primal = bind(Op.WHILE_VJP, *operands, **attrs)
+    if all(t is None for t in tangents[:k]):
+        return primal, bind(Op.WHILE_VJP, *operands[:k], *given, **attrs)
+    return primal, _second_order(operands, tangents, given, attrs)
+
+
+def _second_order(operands, tangents, dct, attrs):
+    """The tangent of ``while_vjp``'s result along the carry and captures."""
+    cond, body, n = attrs["cond"].graph, attrs["body"].graph, attrs["n_carry"]
+    tpos, cpos = attrs["tangent_carries"], attrs["tangent_caps"]
+    c, m, k = len(body.inputs) - n, len(tpos), len(body.inputs)
+    moved = {i for i in range(c) if tangents[n + i] is not None and is_float(operands[n + i].aval)}
+    both = tuple(sorted(set(cpos) | moved))
+    d_cond, d_body = _jvp_bodies(cond, body, n, tpos, both)
+    carry_avals = [x.aval.strong() for x in body.inputs]
+    dcarry = [tangents[i] if tangents[i] is not None else zeros(carry_avals[i]) for i in tpos]
+    dcaps = [tangents[n + i] if tangents[n + i] is not None else zeros(carry_avals[n + i])
+             for i in both]
+    d_carries = tuple(tpos) + tuple(range(n, n + m))
+    d_caps = both + tuple(range(c, c + len(both)))
+    diff = [i in d_carries for i in range(n + m)] + [i in d_caps for i in range(c + len(both))]
+    pulled = vjp_graph(d_body, diff, wrt=list(d_carries))
+    outs = bind(Op.WHILE_VJP, *operands[:n], *dcarry, *operands[n:k], *dcaps, *dct,
+                *operands[k:],
+                cond=SubGraph(d_cond), body=SubGraph(d_body), body_vjp=SubGraph(pulled),
+                n_carry=n + m, tangent_carries=d_carries, tangent_caps=d_caps,
+                checkpoint_every=attrs["checkpoint_every"])
+    of_caps = outs[2 * m:2 * m + len(both)]
+    return tuple(outs[:m]) + tuple(of_caps[both.index(i)] for i in cpos)
 
 
 def _vjp_batch(args, bdims, *, cond, body, body_vjp, n_carry, tangent_carries, tangent_caps,

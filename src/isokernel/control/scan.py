@@ -266,7 +266,7 @@ def _partial_eval(node, operands, known):
     outs = bind(Op.SCAN, *carry, *xs, *caps, body=SubGraph(_stacking(primal, n, ny, plan)),
                 n_carry=n, n_xs=nx, length=attrs["length"], reverse=attrs["reverse"],
                 jvp_of=None)
-    stacked = outs[n + ny:]
+    stacked = [*outs[n + ny:], *_invariants(primal, plan, carry, xs, caps, n, ny)]
 
     def staged(residuals, ops):
         given = iter(residuals[len(residuals) - len(fixed):])
@@ -283,9 +283,13 @@ def _partial_eval(node, operands, known):
 
 def _residual_plan(primal, n: int, nx: int, ny: int) -> list[tuple[str, int]]:
     """Where the linear scan reads each residual: ``("x", i)`` a step of
-    sequence i, ``("cap", i)`` capture i, ``("stacked", k)`` the k-th stacked one."""
+    sequence i, ``("cap", i)`` capture i, ``("stacked", k)`` the k-th stacked
+    one, ``("invariant", k)`` the k-th of those that read neither the carry
+    nor the steps (a capture's negation, a broadcast constant): computed
+    once before the loop, not stacked T times."""
     inputs = {x: i for i, x in enumerate(primal.inputs)}
-    plan, k = [], 0
+    varying = _varying(primal, n + nx)
+    plan, counts = [], {"stacked": 0, "invariant": 0}
     for r in primal.outputs[n + ny:]:
         i = inputs.get(r)
         if i is not None and n <= i < n + nx:
@@ -293,9 +297,31 @@ def _residual_plan(primal, n: int, nx: int, ny: int) -> list[tuple[str, int]]:
         elif i is not None and i >= n + nx:
             plan.append(("cap", i - n - nx))
         else:
-            plan.append(("stacked", k))
-            k += 1
+            kind = "stacked" if r in varying else "invariant"
+            plan.append((kind, counts[kind]))
+            counts[kind] += 1
     return plan
+
+
+def _varying(graph, k: int) -> set:
+    """The nodes of ``graph`` that read one of its first ``k`` inputs."""
+    found = set(graph.inputs[:k])
+    for node in graph.nodes:
+        if any(x in found for x in node.inputs):
+            found.add(node)
+    return found
+
+
+def _invariants(primal, plan, carry, xs, caps, n: int, ny: int) -> list:
+    """The invariant residuals, computed from the captures before the loop
+    (the carry and a step of each sequence stand in for inputs they do not read)."""
+    wanted = [r for r, (kind, _) in zip(primal.outputs[n + ny:], plan) if kind == "invariant"]
+    if not wanted:
+        return []
+    steps = [zeros(Aval(x.aval.shape[1:], x.aval.dtype)) for x in xs]
+    outs = replay(primal, *carry, *steps, *caps)
+    by_node = dict(zip(primal.outputs, outs))
+    return [by_node[r] for r in wanted]
 
 
 def _stacking(primal, n: int, ny: int, plan):
@@ -316,10 +342,12 @@ def _linear_scan(linear, plan, residuals, tangents, sizes, attrs):
     n, nx, ny, ypos, m = sizes
     tcarry, txs, tcaps = tangents
     n_stacked = sum(kind == "stacked" for kind, _ in plan)
-    stacked, xs, caps = (residuals[:n_stacked], residuals[n_stacked:n_stacked + nx],
-                         residuals[n_stacked + nx:])
+    n_inv = sum(kind == "invariant" for kind, _ in plan)
+    stacked, invariant = residuals[:n_stacked], residuals[n_stacked:n_stacked + n_inv]
+    xs, caps = residuals[n_stacked + n_inv:n_stacked + n_inv + nx], \
+        residuals[n_stacked + n_inv + nx:]
     seq = list(txs) + list(stacked) + list(xs)
-    fixed = list(tcaps) + list(caps)
+    fixed = list(tcaps) + list(caps) + list(invariant)
     step_avals = [Aval(x.shape[1:], x.dtype) for x in seq]
     avals = [t.aval for t in tcarry] + step_avals + [x.aval for x in fixed]
     mx, mc = len(txs), len(tcaps)
@@ -327,8 +355,9 @@ def _linear_scan(linear, plan, residuals, tangents, sizes, attrs):
     def step(*v):
         tc, tx = v[:m], v[m:m + mx]
         st, x = v[m + mx:m + mx + n_stacked], v[m + mx + n_stacked:m + mx + n_stacked + nx]
-        tcp, cp = v[len(v) - len(fixed):len(v) - len(fixed) + mc], v[len(v) - len(caps):]
-        source = {"stacked": st, "x": x, "cap": cp}
+        rest = v[len(v) - len(fixed):]
+        tcp, cp, inv = rest[:mc], rest[mc:mc + len(caps)], rest[mc + len(caps):]
+        source = {"stacked": st, "x": x, "cap": cp, "invariant": inv}
         res = [source[kind][i] for kind, i in plan]
         return replay(linear, *res, *tc, *tx, *tcp)
     body = retrace(avals, step, name=linear.name)

@@ -85,6 +85,15 @@ OP_CASES = {
     "copysign": lambda x, y: bind(Op.COPYSIGN, x * x - 1.0, y),
     "table_lookup": lambda x, y: _TABLE.lookup(x * 1.3) * y,
     "fused": _fused,
+    # dense linear algebra primitives (the functions users call: test_linalg.py)
+    "lu_triangular_solve": lambda x, y: bind(
+        Op.TRIANGULAR_SOLVE, bind(Op.LU, x[:, :3] + 4.0 * np.eye(3))[0], y, lower=False,
+        transpose_a=True, unit_diagonal=False),
+    "cholesky": lambda x, y: bind(Op.CHOLESKY, x[:, :3] @ x[:, :3].T + 3.0 * np.eye(3)) @ y,
+    "qr": lambda x, y: bind(Op.QR, x.T + y.T, mode="reduced")[1] * 2.0,
+    "eigh": lambda x, y: bind(Op.EIGH, x[:, :3] @ x[:, :3].T + y[:, 1:],
+                              lower=True)[0] * y[0, 0],
+    "svd": lambda x, y: bind(Op.SVD, x * y, full_matrices=False)[1],
 }
 
 

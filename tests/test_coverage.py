@@ -14,6 +14,7 @@ from isokernel.ir.ops import (
     CONTROL,
     ELEMENTWISE,
     LEAF,
+    LINALG,
     PROJECTION,
     REDUCE,
     REGION,
@@ -52,7 +53,7 @@ TABLES = {
     ("isokernel.codegen.c_expr", "REDUCE_IDENTITY"): ("exactly",
                                                       {Op.REDUCE_SUM, Op.REDUCE_PROD}),
     ("isokernel.codegen.pixel", "ROW_RULES"): ("covers", ALL - NOT_COMPUTED - {Op.DOT_GENERAL}
-                                              | IN_REGIONS | PROJECTION),
+                                              - LINALG | IN_REGIONS | PROJECTION),
     ("isokernel.codegen.pixel", "_REGION_ROWS"): ("exactly", IN_REGIONS),
     ("isokernel.codegen.emit", "_LOWERINGS"): ("exactly", IN_REGIONS),
     ("isokernel.backends.cpu.native", "CONTROL_KINDS"): ("exactly", IN_REGIONS | PROJECTION),
@@ -70,6 +71,7 @@ TABLES = {
     ("isokernel.backends.cpu.threads", "INTO"): (
         "covers", ALL - NOT_COMPUTED - VIEW_OPS - NOT_IN_TILES),
     ("isokernel.backends.cpu.threads", "LOOP_CAPSULE_NAMES"): ("within", ELEMENTWISE | VIEW_OPS),
+    ("isokernel.backends.cuda.executor", "_LINALG_NAMES"): ("exactly", LINALG),
     ("isokernel.backends.cuda.executor", "CUPY"): ("covers", ALL - NOT_COMPUTED | {Op.FUSED}
                                                    | CONTROL | PROJECTION),
     ("isokernel.backends.cpu.numpy_rules", "_NAMES"): ("within", ALL - LEAF),

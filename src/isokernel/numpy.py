@@ -112,3 +112,12 @@ from .record.frontend import (  # noqa: F401
     zeros_like,
 )
 from .record.tables import Table  # noqa: F401
+
+
+def __getattr__(name: str):
+    """``inp.linalg``, imported on first use: ``isokernel.linalg`` sits above
+    the layers that import this module."""
+    if name == "linalg":
+        import importlib
+        return importlib.import_module("isokernel.linalg")
+    raise AttributeError(f"module 'isokernel.numpy' has no attribute {name!r}")

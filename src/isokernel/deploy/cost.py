@@ -13,7 +13,11 @@ a measurement, stated here so every figure can be recomputed:
     tan, pow, arctan2                                      20   (pow = log, ×, exp)
 
 Layout ops and casts move data and count 0; reductions count one operation
-per element reduced; ``dot_general`` counts 2·K per result element. The
+per element reduced; ``dot_general`` counts 2·K per result element; the
+dense factorizations count LAPACK's leading terms per matrix (``lu`` 2n³/3,
+``cholesky`` n³/3, ``triangular_solve`` n² per right-hand-side column; ``qr``,
+``eigh`` and ``svd`` the usual operation counts of geqrf+orgqr, syevd and
+gesdd with vectors, as the rules state them). The
 exact exponent and sign ops (ldexp, logb, copysign) count 1 like any basic
 operation; a table look-up counts the 11 basic operations of its reference
 meaning (offset, scale, clamp ×2, floor, index clamp, fraction, lerp ×4);
@@ -70,6 +74,45 @@ def _dot(node: Node) -> int:
     return 2 * k * node.aval.size
 
 
+def _matrices(node: Node) -> tuple[int, int]:
+    """(matrix count, n) of a dense linear algebra node's first operand."""
+    a = node.inputs[0].aval
+    return math.prod(a.shape[:-2]), a.shape[-1]
+
+
+def _lu(node: Node) -> int:
+    count, n = _matrices(node)
+    return count * (2 * n ** 3) // 3
+
+
+def _triangular_solve(node: Node) -> int:
+    count, n = _matrices(node)
+    return count * n * n * node.aval.shape[-1]
+
+
+def _cholesky(node: Node) -> int:
+    count, n = _matrices(node)
+    return count * n ** 3 // 3
+
+
+def _qr(node: Node) -> int:
+    a = node.inputs[0].aval
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    return math.prod(a.shape[:-2]) * (2 * m * n * k - 2 * k ** 3 // 3 + 2 * m * n * k)
+
+
+def _eigh(node: Node) -> int:
+    count, n = _matrices(node)
+    return count * 9 * n ** 3  # tridiagonal reduction, divide and conquer, back-transform
+
+
+def _svd(node: Node) -> int:
+    a = node.inputs[0].aval
+    m, n = a.shape[-2:]
+    return math.prod(a.shape[:-2]) * 22 * max(m, n) * min(m, n) ** 2  # gesdd with vectors
+
+
 # Floating-point operations of one node.
 COST = {
     Op.INPUT: _per_element(0),
@@ -80,6 +123,12 @@ COST = {
     **{op: _reduce for op in REDUCE},
     Op.DOT_GENERAL: _dot,
     Op.TABLE_LOOKUP: _per_element(11),
+    Op.LU: _lu,  # getrf: 2n³/3 per matrix
+    Op.TRIANGULAR_SOLVE: _triangular_solve,  # trsm: n² per right-hand-side column
+    Op.CHOLESKY: _cholesky,  # potrf: n³/3
+    Op.QR: _qr,  # geqrf + orgqr
+    Op.EIGH: _eigh,
+    Op.SVD: _svd,
 }
 """Region primitives (``ops.REGION``) cost their bodies (``region_flops``)."""
 

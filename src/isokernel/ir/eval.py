@@ -115,6 +115,147 @@ def table_lookup(x, layer, *, name, values, x0, step, mode):
     return np.where(bad, dtype(np.nan), out)
 
 
+def _interchange(x, rows, start: int) -> None:
+    """Swap row ``start`` of each matrix of ``x`` with row ``rows[i]``, in place."""
+    which = np.arange(x.shape[0])
+    kept = x[which, start].copy()
+    x[which, start] = x[which, rows]
+    x[which, rows] = kept
+
+
+def _gather_rows(x, order):
+    return np.take_along_axis(x, order.reshape(order.shape + (1,) * (x.ndim - 2)), axis=1)
+
+
+def _getf2(lu):
+    """Unblocked getrf on a panel (count, m, n), in place: the interchanges
+    and the permutation of the m rows they make."""
+    count, m, n = lu.shape
+    pivots = np.zeros((count, min(m, n)), np.int32)
+    order = np.tile(np.arange(m, dtype=np.int32), (count, 1))
+    one = lu.dtype.type(1)
+    for k in range(min(m, n)):
+        pivots[:, k] = k + np.argmax(np.abs(lu[:, k:, k]), axis=1)
+        _interchange(lu, pivots[:, k], k)
+        _interchange(order, pivots[:, k], k)
+        pivot = lu[:, k, k]
+        lu[:, k + 1:, k] *= (one / np.where(pivot != 0, pivot, one))[:, None]
+        lu[:, k + 1:, k + 1:] -= lu[:, k + 1:, k, None] * lu[:, k, None, k + 1:]
+    return pivots, order
+
+
+def _getrf(lu):
+    """getrf by halves as LAPACK's dgetrf2, in place on (count, m, n): the
+    left half's factors, its interchanges applied to the right half, a unit
+    triangular solve and a matrix product for the trailing block, then the
+    trailing block's factors, its interchanges applied to the left half.
+    Returns the interchanges and the permutation of the rows."""
+    m, n = lu.shape[1:]
+    if min(m, n) <= 16:
+        return _getf2(lu)
+    h = min(m, n) // 2
+    left = lu[:, :, :h]
+    first, order = _getrf(left)
+    right = _gather_rows(lu[:, :, h:], order)
+    right[:, :h] = _trsm(np.tril(left[:, :h], -1) + np.eye(h, dtype=lu.dtype), right[:, :h],
+                         True)
+    right[:, h:] -= left[:, h:] @ right[:, :h]
+    second, trailing = _getrf(right[:, h:])
+    lu[:, h:, :h] = _gather_rows(left[:, h:], trailing)
+    lu[:, :, h:] = right
+    order[:, h:] = _gather_rows(order[:, h:], trailing)
+    return np.concatenate([first, second + h], axis=1), order
+
+
+def _lu(a):
+    """getrf's meaning, batched: partial pivoting on the first row of largest
+    magnitude, the column below scaled by the pivot's reciprocal (a zero
+    pivot leaves its column unscaled: LAPACK goes on and reports it, and the
+    factors hold the singularity), by halves as dgetrf2. Returns the packed
+    factors (L below the unit diagonal, U on and above it), the row
+    interchanges (row k swapped with row ``pivots[k]``, 0-based) and the
+    permutation they make (``a[perm] = L U``)."""
+    a = np.asarray(a)
+    n = a.shape[-1]
+    lu = np.array(a.reshape(-1, n, n), copy=True)
+    pivots, perm = _getrf(lu)
+    shape = a.shape[:-1]
+    return [lu.reshape(a.shape), pivots.reshape(shape), perm.reshape(shape)]
+
+
+def _substitute(a, b, lower: bool):
+    """Row-by-row substitution for a small triangular ``a``."""
+    n = a.shape[-1]
+    x = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)
+    for i in range(n) if lower else range(n - 1, -1, -1):
+        done = slice(0, i) if lower else slice(i + 1, n)
+        rest = np.matmul(a[..., i:i + 1, done], x[..., done, :])[..., 0, :]
+        x[..., i, :] = (b[..., i, :] - rest) / a[..., i, i, None]
+    return x
+
+
+def _trsm(a, b, lower: bool):
+    """``a \\ b`` for a triangular ``a`` by halves (matrix products for the
+    off-diagonal block), substitution below 16 rows."""
+    n = a.shape[-1]
+    if n <= 16:
+        return _substitute(a, b, lower)
+    h = n // 2
+    if lower:
+        top = _trsm(a[..., :h, :h], b[..., :h, :], True)
+        bottom = _trsm(a[..., h:, h:], b[..., h:, :] - a[..., h:, :h] @ top, True)
+    else:
+        bottom = _trsm(a[..., h:, h:], b[..., h:, :], False)
+        top = _trsm(a[..., :h, :h], b[..., :h, :] - a[..., :h, h:] @ bottom, False)
+    return np.concatenate([top, bottom], axis=-2)
+
+
+def _triangular_solve(a, b, *, lower, transpose_a, unit_diagonal):
+    """trsm's meaning (left side): ``op(a) x = b``, op the transpose when
+    ``transpose_a``, reading only the named triangle of ``a`` (and not its
+    diagonal when ``unit_diagonal``)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if transpose_a:
+        a, lower = np.swapaxes(a, -1, -2), not lower
+    a = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:
+        n = a.shape[-1]
+        a[..., np.arange(n), np.arange(n)] = 1
+    return _trsm(a, b, lower)
+
+
+def _cholesky(a):
+    """potrf's meaning ('L'): the lower factor, from a's lower triangle; a
+    matrix that is not positive definite gets a factor of NaN (LAPACK
+    reports it; a compiled kernel cannot raise)."""
+    a = np.asarray(a)
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        n = a.shape[-1]
+        flat = a.reshape(-1, n, n)
+        out = np.full_like(flat, np.nan)
+        for i, m in enumerate(flat):
+            try:
+                out[i] = np.linalg.cholesky(m)
+            except np.linalg.LinAlgError:
+                continue
+        return out.reshape(a.shape)
+
+
+def _eigh(a, *, lower):
+    """syevd's meaning: eigenvalues ascending and eigenvectors (columns),
+    from a's lower (upper) triangle (NumPy's ``eigh``, ``UPLO``)."""
+    w, v = np.linalg.eigh(np.asarray(a), UPLO="L" if lower else "U")
+    return [w, v]
+
+
+def _svd(a, *, full_matrices):
+    """gesdd's meaning: u, the singular values descending, vh."""
+    u, s, vh = np.linalg.svd(np.asarray(a), full_matrices=full_matrices)
+    return [u, s, vh]
+
+
 def run_graph(graph, args) -> list:
     """Evaluate a graph (a region node's body) by these rules. A node with
     several results holds their list; its ``get`` nodes pick from it."""
@@ -193,6 +334,12 @@ EVAL = {
     Op.LOGB: _logb,
     Op.COPYSIGN: np.copysign,
     Op.TABLE_LOOKUP: table_lookup,
+    Op.LU: _lu,
+    Op.TRIANGULAR_SOLVE: _triangular_solve,
+    Op.CHOLESKY: _cholesky,
+    Op.QR: lambda a, *, mode: list(np.linalg.qr(np.asarray(a), mode=mode)),
+    Op.EIGH: _eigh,
+    Op.SVD: _svd,
     Op.GET: lambda results, *, index: results[index],
 }
 """Region primitives (``ops.REGION``) add their rules here when their module

@@ -82,6 +82,13 @@ class Op(Enum):
     CONCATENATE = "concatenate"
     # contraction
     DOT_GENERAL = "dot_general"
+    # dense linear algebra over the last two axes, batched over the leading ones
+    LU = "lu"
+    TRIANGULAR_SOLVE = "triangular_solve"
+    CHOLESKY = "cholesky"
+    QR = "qr"
+    EIGH = "eigh"
+    SVD = "svd"
     # transform markers (see TRANSFORM_ONLY)
     STOP_GRADIENT = "stop_gradient"
     CUSTOM_JVP_CALL = "custom_jvp_call"
@@ -138,6 +145,14 @@ REDUCE = frozenset({Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX, Op.REDUCE_MIN}
 LAYOUT = frozenset({
     Op.RESHAPE, Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.REV, Op.CONCATENATE,
 })
+
+# Dense factorizations and solves over the last two axes (``isokernel.linalg``
+# composes the rest): LAPACK's meaning, computed whole by NumPy on the CPU, by
+# cuSOLVER/cuBLAS through CuPy on a GPU. ``lu`` has three results (the packed
+# factors, getrf's row interchanges and the permutation they make), ``qr``
+# two (q, r), ``eigh`` two (eigenvalues ascending, eigenvectors), ``svd``
+# three (u, s descending, vh).
+LINALG = frozenset({Op.LU, Op.TRIANGULAR_SOLVE, Op.CHOLESKY, Op.QR, Op.EIGH, Op.SVD})
 
 # Pointwise like ELEMENTWISE, but each reads a named table (kept apart: a
 # strategy needs the table's data, not just an expression, to run one).

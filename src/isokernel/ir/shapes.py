@@ -171,6 +171,75 @@ def _dot_general(a: Aval, b: Aval, *, contract, batch) -> Aval:
     return Aval(shape, a.dtype, a.weak and b.weak)
 
 
+def _square(a: Aval) -> int:
+    if a.dtype not in dtypes.FLOATS:
+        raise DTypeError(f"expects a float matrix, got {dtypes.SHORT[a.dtype]}; "
+                         f"cast first, e.g. a.astype(inp.float64)")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"expects square matrices in the last two axes, got {a.shape}; "
+                         f"pass an array of shape (..., n, n)")
+    return a.shape[-1]
+
+
+def _lu(a: Aval) -> tuple[Aval, Aval, Aval]:
+    _square(a)
+    rows = Aval(a.shape[:-1], dtypes.int32)
+    return Aval(a.shape, a.dtype), rows, rows
+
+
+def _triangular_solve(a: Aval, b: Aval, *, lower, transpose_a, unit_diagonal) -> Aval:
+    n = _square(a)
+    if b.dtype != a.dtype:
+        raise DTypeError(f"matrix and right-hand side dtypes {dtypes.SHORT[a.dtype]} and "
+                         f"{dtypes.SHORT[b.dtype]} differ; cast one with astype")
+    if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != n:
+        raise ShapeError(f"right-hand side {b.shape} does not fit matrices {a.shape}: "
+                         f"expected {(*a.shape[:-2], n)} + (k,)")
+    return Aval(b.shape, b.dtype)
+
+
+def _cholesky(a: Aval) -> Aval:
+    _square(a)
+    return Aval(a.shape, a.dtype)
+
+
+def _matrix(a: Aval) -> tuple[int, int]:
+    if a.dtype not in dtypes.FLOATS:
+        raise DTypeError(f"expects a float matrix, got {dtypes.SHORT[a.dtype]}; "
+                         f"cast first, e.g. a.astype(inp.float64)")
+    if a.ndim < 2:
+        raise ShapeError(f"expects matrices in the last two axes, got {a.shape}; "
+                         f"pass an array of shape (..., m, n)")
+    return a.shape[-2], a.shape[-1]
+
+
+QR_MODES = ("reduced", "complete")
+
+
+def _qr(a: Aval, *, mode) -> tuple[Aval, Aval]:
+    m, n = _matrix(a)
+    if mode not in QR_MODES:
+        raise ValueError(f"mode {mode!r} is not one of {QR_MODES}")
+    k = min(m, n) if mode == "reduced" else m
+    batch = a.shape[:-2]
+    return Aval((*batch, m, k), a.dtype), Aval((*batch, k, n), a.dtype)
+
+
+def _eigh(a: Aval, *, lower) -> tuple[Aval, Aval]:
+    _square(a)
+    return Aval(a.shape[:-1], a.dtype), Aval(a.shape, a.dtype)
+
+
+def _svd(a: Aval, *, full_matrices) -> tuple[Aval, Aval, Aval]:
+    m, n = _matrix(a)
+    k = min(m, n)
+    batch = a.shape[:-2]
+    u = (m, m) if full_matrices else (m, k)
+    vh = (n, n) if full_matrices else (k, n)
+    return (Aval((*batch, *u), a.dtype), Aval((*batch, k), a.dtype),
+            Aval((*batch, *vh), a.dtype))
+
+
 TABLE_MODES = ("exact", "hardware")
 
 
@@ -206,6 +275,12 @@ SHAPE = {
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
     Op.TABLE_LOOKUP: _table_lookup,
+    Op.LU: _lu,
+    Op.TRIANGULAR_SOLVE: _triangular_solve,
+    Op.CHOLESKY: _cholesky,
+    Op.QR: _qr,
+    Op.EIGH: _eigh,
+    Op.SVD: _svd,
     Op.GET: lambda results, *, index: results[index],
     **{op: _reduce(op) for op in (Op.REDUCE_SUM, Op.REDUCE_PROD, Op.REDUCE_MAX,
                                   Op.REDUCE_MIN)},

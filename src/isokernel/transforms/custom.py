@@ -33,6 +33,7 @@ from .graphs import zeros
 from .jvp import all_or_zeros
 from .regions import RegionRules, register
 from .simplify import prepare_for_execution
+from .transpose import Lin
 from .vmap import batch_size, batched, batched_subgraph, summed_for
 
 CUSTOM_LIN_FORWARD = (
@@ -318,10 +319,28 @@ def _vjp_call_batch(args, bdims, *, fun, fwd, bwd, num_args, fwd_captured, bwd_c
     return outs, (0,) * len(outs)
 
 
+def _vjp_call_transpose(cts, *operands, fun, fwd, bwd, num_args, fwd_captured, bwd_captured):
+    """A custom_vjp function applied to tangents (inside a custom_jvp rule:
+    an implicit solve's tangent is a solve) is linear in them, so its
+    transpose is its own bwd, with the residuals fwd gives at zero for them."""
+    name = fun.graph.name
+    if any(isinstance(x, Lin) for x in operands[num_args:]):
+        raise DifferentiationError(f"custom_vjp function {name!r} closes over a tangent; pass "
+                                   "it as an argument to transpose the call")
+    args = [zeros(x.aval.strong()) if isinstance(x, Lin) else x for x in operands[:num_args]]
+    outs = replay(fwd.graph, *args, *(operands[i] for i in fwd_captured))
+    k = len(fun.graph.outputs)
+    given = [zeros(o.aval.strong()) if c is None else c for c, o in zip(cts, fun.graph.outputs)]
+    arg_cts = replay(bwd.graph, *outs[k:], *given, *(operands[i] for i in bwd_captured))
+    found = [c if isinstance(x, Lin) else None for c, x in zip(arg_cts, operands[:num_args])]
+    return tuple(found) + (None,) * (len(operands) - num_args)
+
+
 register(RegionRules(Op.CUSTOM_JVP_CALL, shape=_call_shape, eval=_call_eval,
                      jvp=_jvp_call_jvp, batch=_jvp_call_batch, lower=_inline_primal))
 register(RegionRules(Op.CUSTOM_VJP_CALL, shape=_call_shape, eval=_call_eval,
-                     jvp=_vjp_call_jvp, batch=_vjp_call_batch, lower=_inline_primal))
+                     jvp=_vjp_call_jvp, transpose=_vjp_call_transpose,
+                     batch=_vjp_call_batch, lower=_inline_primal))
 
 
 # --- custom_lin: the linear map of a custom_vjp rule --------------------------------------

@@ -26,8 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..ir import DifferentiationError, Graph, Op
-from ..ir.source import pinned_where
+from ..ir.source import pinned_where, user_where
 from ..record import bind
 from ..record import frontend as F
 from ..record.tables import lookup_jvp
@@ -141,6 +143,141 @@ def _dot(t_first: bool):
     return partial
 
 
+def _triangle(x, lower: bool, offset: int = 0):
+    """``x`` with zeros off its lower (upper) triangle; ``offset`` shifts
+    the diagonal that is kept (-1: strictly lower, 1: strictly upper)."""
+    n = x.shape[-1]
+    ones = np.ones((n, n), bool)
+    keep = np.tril(ones, offset) if lower else np.triu(ones, offset)
+    return F.where(keep, x, scalar(0, x))
+
+
+def _solve_tri(a, b, lower: bool, transpose_a: bool = False, unit: bool = False):
+    return bind(Op.TRIANGULAR_SOLVE, a, b, lower=lower, transpose_a=transpose_a,
+                unit_diagonal=unit)
+
+
+def _swap(x):
+    return F.swapaxes(x, -1, -2)
+
+
+def _trsolve_a(t, a, b, *, out, lower, transpose_a, unit_diagonal):
+    """d x = -op(a)⁻¹ op(d a) x, d a restricted to the triangle read."""
+    da = _triangle(t, lower, (-1 if lower else 1) if unit_diagonal else 0)
+    da = _swap(da) if transpose_a else da
+    return -_solve_tri(a, F.matmul(da, out), lower, transpose_a, unit_diagonal)
+
+
+def _trsolve_b(t, a, b, *, out, **attrs):
+    return bind(Op.TRIANGULAR_SOLVE, a, t, **attrs)
+
+
+def _cholesky(t, a, *, out):
+    """d L = L Φ(L⁻¹ d A L⁻ᵀ), Φ the lower triangle with half its diagonal;
+    d A is the symmetric matrix of the lower triangle read (NumPy's meaning:
+    the upper triangle is never read, so it has no derivative)."""
+    sym = _triangle(t, True) + _swap(_triangle(t, True, -1))
+    left = _solve_tri(out, sym, lower=True)
+    inner = _swap(_solve_tri(out, _swap(left), lower=True))
+    phi = _triangle(inner, True, -1) + (_triangle(inner, True) - _triangle(inner, True, -1)) * 0.5
+    return F.matmul(out, phi)
+
+
+def _lu(operands, tangents):
+    """P d A = d L U + L d U, so with M = L⁻¹ (P d A) U⁻¹: d L = L tril(M, -1),
+    d U = triu(M) U, packed as the factors are (JAX's rule). The interchanges
+    and the permutation are piecewise constant."""
+    (a,), (t,) = operands, tangents
+    lu, pivots, perm = bind(Op.LU, a)
+    n = a.shape[-1]
+    rows = F.equal(F.reshape(perm, (*perm.shape, 1)), np.arange(n, dtype=np.int32))
+    pt = F.matmul(F.astype(rows, a.dtype), t)
+    left = _solve_tri(lu, pt, lower=True, unit=True)
+    m = _swap(_solve_tri(lu, _swap(left), lower=False, transpose_a=True))
+    unit_lower = _triangle(lu, True, -1) + np.eye(n, dtype=a.dtype)
+    dl = F.matmul(unit_lower, _triangle(m, True, -1))
+    du = F.matmul(_triangle(m, False), _triangle(lu, False))
+    return (lu, pivots, perm), (dl + du, None, None)
+
+
+def _diagonal(x):
+    n = x.shape[-1]
+    return F.reshape(x, (*x.shape[:-2], n * n))[..., ::n + 1]
+
+
+def _inverse_gaps(gaps, values):
+    """1 / gaps, with 0 on the diagonal and where a gap is within rounding of
+    zero (n · eps · max|values|: a repeated eigenvalue, which the
+    factorization returns only to rounding; docs/solvers.md says what the
+    derivative then is)."""
+    n = gaps.shape[-1]
+    scale = F.max(F.abs(values), axis=-1, keepdims=True)
+    tol = F.expand_dims(scale * (n * float(np.finfo(gaps.dtype).eps)), -1)
+    zero = F.less_equal(F.abs(gaps), tol)
+    return F.where(zero, scalar(0, gaps), 1.0 / F.where(zero, scalar(1, gaps), gaps))
+
+
+QR_JVP = ("qr at {where}: the derivative is defined for mode='reduced' with m >= n (or a "
+          "square matrix): the extra columns of a complete Q, and Q of a wide matrix, are "
+          "not unique. Differentiate qr(a) of a tall or square a, or qr(a.T) of a wide one")
+SVD_JVP = ("svd at {where}: the derivative of full_matrices=True is defined for square "
+           "matrices only (the extra singular vectors are not unique); pass "
+           "full_matrices=False")
+
+
+def _qr(operands, tangents, *, mode):
+    """JAX's rule: with C = Qᵀ d A R⁻¹ and Ω = tril(C, -1) - tril(C, -1)ᵀ,
+    d Q = Q (Ω - C) + d A R⁻¹ and d R = (C - Ω) R."""
+    (a,), (t,) = operands, tangents
+    q, r = bind(Op.QR, a, mode=mode)
+    m, n = a.shape[-2:]
+    if m < n or (mode == "complete" and m != n):
+        raise DifferentiationError(QR_JVP.format(where=user_where()))
+    dx_rinv = _swap(_solve_tri(r, _swap(t), lower=False, transpose_a=True))
+    c = F.matmul(_swap(q), dx_rinv)
+    low = _triangle(c, True, -1)
+    omega = low - _swap(low)
+    return (q, r), (F.matmul(q, omega - c) + dx_rinv, F.matmul(c - omega, r))
+
+
+def _eigh(operands, tangents, *, lower):
+    """d w = diag(Vᵀ d A V), d V = V (F ∘ Vᵀ d A V) with F_ij = 1/(w_j - w_i)
+    off the diagonal (0 where two eigenvalues are equal); d A is the
+    symmetric matrix of the triangle read."""
+    (a,), (t,) = operands, tangents
+    w, v = bind(Op.EIGH, a, lower=lower)
+    strict = -1 if lower else 1
+    sym = _triangle(t, lower) + _swap(_triangle(t, lower, strict))
+    inner = F.matmul(_swap(v), F.matmul(sym, v))
+    gaps = w[..., None, :] - w[..., :, None]
+    return (w, v), (_diagonal(inner), F.matmul(v, _inverse_gaps(gaps, w) * inner))
+
+
+def _svd(operands, tangents, *, full_matrices):
+    """JAX's rule: with d S = Uᵀ d A V, d s = diag(d S); d U and d V from
+    F_ij = 1/(s_j² - s_i²) (0 where equal), plus the parts outside the span
+    of U (tall) or V (wide), which divide by s."""
+    (a,), (t,) = operands, tangents
+    u, s, vh = bind(Op.SVD, a, full_matrices=full_matrices)
+    m, n = a.shape[-2:]
+    if full_matrices and m != n:
+        raise DifferentiationError(SVD_JVP.format(where=user_where()))
+    v = _swap(vh)
+    ds = F.matmul(_swap(u), F.matmul(t, v))
+    row, col = s[..., None, :], s[..., :, None]
+    f = _inverse_gaps((row + col) * (row - col), s * s)
+    dss, sds = ds * row, col * ds
+    du = F.matmul(u, f * (dss + _swap(dss)))
+    dv = F.matmul(v, f * (sds + _swap(sds)))
+    if m > n:
+        dav = F.matmul(t, v)
+        du = du + (dav - F.matmul(u, F.matmul(_swap(u), dav))) / row
+    if n > m:
+        dau = F.matmul(_swap(t), u)
+        dv = dv + (dau - F.matmul(v, F.matmul(vh, dau))) / row
+    return (u, s, vh), (du, _diagonal(ds), _swap(dv))
+
+
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
 JVP = {
@@ -196,6 +333,12 @@ JVP = {
     Op.LDEXP: (lambda t, x, n, *, out: bind(Op.LDEXP, t, n), None),
     Op.COPYSIGN: (_copysign, None),
     Op.TABLE_LOOKUP: (lookup_jvp, None),
+    Op.LU: _lu,
+    Op.TRIANGULAR_SOLVE: (_trsolve_a, _trsolve_b),
+    Op.CHOLESKY: (_cholesky,),
+    Op.QR: _qr,
+    Op.EIGH: _eigh,
+    Op.SVD: _svd,
     Op.GET: _get,
 }
 """Region primitives (``ops.REGION``) add theirs when they register

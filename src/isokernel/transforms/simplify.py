@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir import Graph, Op
-from ..record import replay
-from .graphs import const, prune, replay_node, retrace
+from ..ir import Graph, Op, SubGraph, walk
+from ..record import bind, replay
+from .graphs import const, prune, retrace
 
 
 def dce(graph: Graph) -> Graph:
@@ -48,7 +48,7 @@ def prepare_for_execution(graph: Graph) -> Graph:
     primal bodies, stop-gradient markers go), so strategies only see
     computing ops. A lowering may refuse (a forward-mode use of a custom_vjp
     rule), before anything runs."""
-    if not graph.ops() & LOWER.keys():
+    if not {n.op for n in walk(graph)} & LOWER.keys():
         return graph
 
     def body(*args):
@@ -64,4 +64,16 @@ def _lower(node, operands: list):
     if node.op is Op.CONST:
         return const(node)
     rule = LOWER.get(node.op)
-    return replay_node(node, operands) if rule is None else rule(node, operands)
+    if rule is not None:
+        return rule(node, operands)
+    return bind(node.op, *operands, where=node.where, **_lowered_bodies(node))
+
+
+def _lowered_bodies(node) -> dict:
+    """A region node's attributes with its sub-graphs lowered too (a custom
+    rule inside a loop body)."""
+    def lowered(value):
+        return SubGraph(prepare_for_execution(value.graph)) if isinstance(value, SubGraph) \
+            else value
+    return {name: tuple(lowered(v) for v in value) if isinstance(value, tuple) else lowered(value)
+            for name, value in node.attrs.items()}

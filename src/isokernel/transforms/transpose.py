@@ -226,6 +226,17 @@ def _dot_general(ct, a, b, *, contract, batch):
     return (None, _dot_lhs(ct, b.ndim, a, swapped[0], swapped[1], swap=True))
 
 
+def _triangular_solve(ct, a, b, *, lower, transpose_a, unit_diagonal):
+    """x = op(a)⁻¹ b is linear in b: b's cotangent is op(a)⁻ᵀ ct, one more
+    triangular solve with the same factor."""
+    if _lin(a):
+        raise DifferentiationError("triangular_solve with a matrix that depends on the "
+                                   "tangents is not linear; a JVP rule wrote a non-linear "
+                                   "tangent")
+    return (None, bind(Op.TRIANGULAR_SOLVE, a, ct, lower=lower, transpose_a=not transpose_a,
+                       unit_diagonal=unit_diagonal))
+
+
 TRANSPOSE = {
     Op.NEG: lambda ct, x: (-ct,),
     Op.ADD: _only,
@@ -244,13 +255,15 @@ TRANSPOSE = {
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
     Op.LDEXP: _ldexp,
+    Op.TRIANGULAR_SOLVE: _triangular_solve,
     Op.GET: _get,
 }
 
 # Ops linear in some operands only; the rest of TRANSPOSE's keys are LINEAR
 # and the projection get. Linear region primitives (custom_lin) add themselves
 # when they register (``regions.register``).
-LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.LDEXP})
+LINEAR_IN_SOME = frozenset({Op.MUL, Op.DIV, Op.SELECT, Op.DOT_GENERAL, Op.LDEXP,
+                            Op.TRIANGULAR_SOLVE})
 TRANSPOSABLE = set(LINEAR | LINEAR_IN_SOME | {Op.GET})
 
 

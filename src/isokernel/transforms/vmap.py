@@ -15,7 +15,7 @@ import functools
 from collections.abc import Sequence
 
 from ..ir import Aval, Graph, Op
-from ..ir.ops import BINARY, TABLE, UNARY
+from ..ir.ops import BINARY, LINALG, TABLE, UNARY
 from ..ir.source import pinned_where
 from ..record import bind, replay
 from ..record import frontend as F
@@ -143,6 +143,16 @@ def _get(args, bdims, *, index):
     return args[0][index], bdims[0][index]
 
 
+def _leading(op: Op):
+    """Ops batched over their leading axes (``ops.LINALG``): the batch is one
+    more leading axis of every operand and result."""
+    def rule(args, bdims, **attrs):
+        size = batch_size(args, bdims)
+        out = bind(op, *(batched(x, d, size) for x, d in zip(args, bdims)), **attrs)
+        return (out, (0,) * len(out)) if isinstance(out, tuple) else (out, 0)
+    return rule
+
+
 BATCH = {
     **{op: _elementwise(op) for op in UNARY | BINARY | TABLE},
     Op.SELECT: _elementwise(Op.SELECT),
@@ -157,6 +167,7 @@ BATCH = {
     Op.REV: _rev,
     Op.CONCATENATE: _concatenate,
     Op.DOT_GENERAL: _dot_general,
+    **{op: _leading(op) for op in LINALG},
     Op.GET: _get,
 }
 """Region primitives (``ops.REGION``) add theirs when they register

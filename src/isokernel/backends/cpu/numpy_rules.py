@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import control  # noqa: F401 - its primitives' EVAL rules exist before capsules
 from ...ir import EVAL, Node, Op
-from ...ir.ops import TRANSCENDENTAL, TRANSFORM_ONLY
+from ...ir.ops import LINALG, TRANSCENDENTAL, TRANSFORM_ONLY
 from ..capsules import Capsule, NumericalPolicy, register
 
 NUMPY_PROVIDER = "numpy"
@@ -30,6 +30,11 @@ _EXACT_ORDER = NumericalPolicy(reduction_order="order-independent (exact)")
 _BLAS = NumericalPolicy(contraction="implementation-defined (BLAS kernels may use FMA)",
                         reduction_order="implementation-defined (BLAS blocking)",
                         math_library=f"NumPy matmul over {np.__name__} BLAS")
+
+_LAPACK = NumericalPolicy(contraction="implementation-defined (BLAS kernels may use FMA)",
+                          reduction_order="implementation-defined (BLAS blocking)",
+                          math_library="isokernel's NumPy factorizations (LAPACK's pivot order "
+                                       "and triangles) over NumPy matmul and numpy.linalg")
 
 
 def _mathlib() -> NumericalPolicy:
@@ -51,6 +56,8 @@ def _policy(op: Op) -> NumericalPolicy:
         return _EXACT_ORDER
     if op is Op.DOT_GENERAL:
         return _BLAS
+    if op in LINALG:
+        return _LAPACK
     return _BASIC
 
 
@@ -59,7 +66,13 @@ _NAMES = {
     Op.REDUCE_MIN: "numpy.min", Op.RESHAPE: "numpy.reshape", Op.BROADCAST: "numpy.broadcast_to",
     Op.TRANSPOSE: "numpy.transpose", Op.SLICE: "numpy.ndarray.__getitem__",
     Op.PAD: "numpy.full+__setitem__", Op.REV: "numpy.flip", Op.CONCATENATE: "numpy.concatenate",
-    Op.DOT_GENERAL: "numpy.matmul", Op.CAST: "numpy.ndarray.astype",
+    Op.DOT_GENERAL: "numpy.matmul",
+    Op.LU: "isokernel getrf (NumPy: partial pivoting, rank-1 updates)",
+    Op.TRIANGULAR_SOLVE: "isokernel trsm (NumPy: substitution, matmul by halves)",
+    Op.CHOLESKY: "numpy.linalg.cholesky (LAPACK potrf 'L')",
+    Op.QR: "numpy.linalg.qr (LAPACK geqrf + orgqr)",
+    Op.EIGH: "numpy.linalg.eigh (LAPACK syevd 'L')",
+    Op.SVD: "numpy.linalg.svd (LAPACK gesdd)", Op.CAST: "numpy.ndarray.astype",
     Op.LDEXP: "numpy.ldexp", Op.LOGB: "numpy.frexp (exponent - 1)",
     Op.TABLE_LOOKUP: "isokernel table_lookup (clamp, floor, lerp)",
     Op.FUSED: "isokernel fused form (its body, op by op)",

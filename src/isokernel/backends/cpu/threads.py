@@ -39,7 +39,7 @@ import numpy as np
 
 from ...codegen.pixel import ROWS, WHOLE, RowRegion, partition
 from ...ir import EVAL, Node, Op
-from ...ir.ops import CONTROL
+from ...ir.ops import CONTROL, LINALG
 from ...transforms.fusion import unfuse
 from ..capsules import Capsule, register, registered
 from ..liveness import VIEW_OPS
@@ -128,12 +128,14 @@ cores the pool pays at smaller sizes."""
 INLINE_TEXT = ("calls of <= {rows} pixels (and at most one tile of an asked tile_rows) run on "
                "the calling thread as one tile, by the reference's NumPy calls (no pool)")
 
-NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET}) | CONTROL
-"""The ops without a tile rule (``INTO``): leaves; the matrix product, which
-always runs whole: BLAS may block a row slice differently from the full
-matrix; fused forms, which this strategy has no kernels for: it unfuses the
-graph first and tiles the composition; and control flow with the gets that
-read its results: row-local control flow runs in the tiles by its EVAL rule
+NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET}) | CONTROL \
+    | LINALG
+"""The ops without a tile rule (``INTO``): leaves; the matrix product and the
+dense factorizations and solves (``ops.LINALG``), which always run whole:
+BLAS may block a row slice differently from the full matrix; fused forms,
+which this strategy has no kernels for: it unfuses the graph first and
+tiles the composition; and control flow with the gets that read its
+results: row-local control flow runs in the tiles by its EVAL rule
 (``IN_TILES_BY_EVAL``), other control flow (the reverse passes of a while
 loop, a loop whose body reads across pixels) runs whole by its EVAL rule."""
 
@@ -374,7 +376,11 @@ class RegionRunner:
     def _tile(self, tile_rows: int | None, gil_free: bool) -> None:
         """Tile length, slices (chunks of tiles) and one Python program per length."""
         per_row = max(1, self.slots.row_bytes())
-        if tile_rows is None:
+        if tile_rows is None and any(n.op in CONTROL for n in self.region.nodes):
+            # a loop's EVAL rule makes a NumPy call per op and step: per-call costs
+            # outweigh cache residency, so one tile per worker
+            tile_rows = -(-self.pixels // self.workers)
+        elif tile_rows is None:
             tile_rows = default_tile_rows(per_row, self.workers, gil_free)
         self.tile_rows = min(self.pixels, tile_rows)
         chunks = min(4 * self.workers, max(1, self.pixels // self.tile_rows))

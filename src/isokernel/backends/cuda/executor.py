@@ -26,13 +26,13 @@ from ...codegen.reduce import pairwise_tree
 from ...codegen.reduce import plan as reduce_plan
 from ...ir import Op, PlanningError, dtypes, subgraphs
 from ...ir.ops import CONTROL, ELEMENTWISE, REDUCE
-from ..capsules import lookup
+from ..capsules import Capsule, NumericalPolicy, lookup, register
 from ..executable import ExecutableBase
 from ..liveness import release_schedule, static_liveness
 from ..planning import NodePlan, Plan
 from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
 from . import control
-from .capsules import FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
+from .capsules import BLAS_PROVIDER, FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
 
 # --- the rules ----------------------------------------------------------------------------
 
@@ -253,6 +253,70 @@ def run_region(ex, region_kernel, loaded: dict, value_of, rows: int) -> list:
     return outs
 
 
+# --- dense linear algebra: cuSOLVER and cuBLAS through CuPy, one matrix at a time ---------
+
+def _matrices(x):
+    return x.reshape(-1, *x.shape[-2:])
+
+
+def _interchanges_to_permutation(pivots: np.ndarray) -> np.ndarray:
+    """The permutation getrf's row interchanges make (host arrays)."""
+    perm = np.tile(np.arange(pivots.shape[-1], dtype=np.int32), (pivots.shape[0], 1))
+    which = np.arange(pivots.shape[0])
+    for k in range(pivots.shape[-1]):
+        p = pivots[:, k]
+        perm[which, k], perm[which, p] = perm[which, p], perm[which, k].copy()
+    return perm
+
+
+def _lu(ex, node, a):
+    """getrf by cuSOLVER (``cupyx.scipy.linalg.lu_factor``) per matrix."""
+    from cupyx.scipy.linalg import lu_factor
+    flat = _matrices(a)
+    lu = ex.rt.empty(flat.shape, a.dtype)
+    pivots = np.empty(flat.shape[:-1], np.int32)
+    for i in range(flat.shape[0]):
+        factors, piv = lu_factor(flat[i], check_finite=False)
+        lu[i] = factors
+        pivots[i] = ex.rt.to_host(piv)
+    perm = _interchanges_to_permutation(pivots)
+    rows = a.shape[:-1]
+    return [lu.reshape(a.shape), ex.rt.upload(pivots.reshape(rows)),
+            ex.rt.upload(perm.reshape(rows))]
+
+
+def _triangular_solve(ex, node, a, b):
+    """trsm by cuBLAS (``cupyx.scipy.linalg.solve_triangular``) per matrix."""
+    from cupyx.scipy.linalg import solve_triangular
+    attrs = node.attrs
+    fa, fb = _matrices(a), _matrices(b)
+    out = ex.rt.empty(fb.shape, b.dtype)
+    for i in range(fa.shape[0]):
+        out[i] = solve_triangular(fa[i], fb[i], trans=int(attrs["transpose_a"]),
+                                  lower=attrs["lower"], unit_diagonal=attrs["unit_diagonal"],
+                                  check_finite=False)
+    return out.reshape(b.shape)
+
+
+def _cholesky(ex, node, a):
+    """potrf by cuSOLVER (``cupy.linalg.cholesky``, batched), from the lower
+    triangle."""
+    xp = ex.rt.xp
+    lower = xp.tril(a)
+    return xp.linalg.cholesky(lower + xp.swapaxes(xp.tril(a, -1), -1, -2))
+
+
+def _eigh(ex, node, a):
+    xp = ex.rt.xp
+    w, v = xp.linalg.eigh(a, UPLO="L" if node.attrs["lower"] else "U")
+    return [w, v]
+
+
+def _svd(ex, node, a):
+    u, s, vh = ex.rt.xp.linalg.svd(a, full_matrices=node.attrs["full_matrices"])
+    return [u, s, vh]
+
+
 CUPY = {
     **{op: _elementwise for op in ELEMENTWISE},
     **{op: _reduce for op in REDUCE},
@@ -264,6 +328,12 @@ CUPY = {
     Op.REV: lambda ex, node, x: ex.rt.xp.flip(x, node.attrs["axes"]),
     Op.CONCATENATE: _attrs(_concatenate),
     Op.DOT_GENERAL: _attrs(_dot_general),
+    Op.LU: _lu,
+    Op.TRIANGULAR_SOLVE: _triangular_solve,
+    Op.CHOLESKY: _cholesky,
+    Op.QR: lambda ex, node, a: list(ex.rt.xp.linalg.qr(a, mode=node.attrs["mode"])),
+    Op.EIGH: _eigh,
+    Op.SVD: _svd,
     Op.TABLE_LOOKUP: _table,
     Op.FUSED: _fused,
     Op.COND: control.cond_rule,
@@ -277,6 +347,29 @@ CUPY = {
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array`` (control flow: a list of them, which its
 gets read; ``control``)."""
+
+_VENDOR = NumericalPolicy(subnormals="implementation-defined",
+                          contraction="implementation-defined (cuSOLVER/cuBLAS use FMA)",
+                          reduction_order="implementation-defined (vendor blocking)",
+                          math_library="cuSOLVER/cuBLAS via CuPy, one matrix per call")
+_LINALG_NAMES = {
+    Op.LU: "cupyx.scipy.linalg.lu_factor (cuSOLVER getrf)",
+    Op.TRIANGULAR_SOLVE: "cupyx.scipy.linalg.solve_triangular (cuBLAS trsm)",
+    Op.CHOLESKY: "cupy.linalg.cholesky (cuSOLVER potrf)",
+    Op.QR: "cupy.linalg.qr (cuSOLVER geqrf + orgqr)",
+    Op.EIGH: "cupy.linalg.eigh (cuSOLVER syevd 'L')",
+    Op.SVD: "cupy.linalg.svd (cuSOLVER gesvd)",
+}
+
+
+def _register_linalg_capsules() -> None:
+    """The vendor calls the dense linear algebra rules make, under the
+    provider of the one vendor library the GPU profiles trust."""
+    for op, name in _LINALG_NAMES.items():
+        register(Capsule(name, op, BLAS_PROVIDER, "cuda", "trusted", "isokernel-graph", _VENDOR))
+
+
+_register_linalg_capsules()
 
 
 

@@ -1,0 +1,8 @@
+"""ODE integration: ``odeint`` with JAX's call form, built on
+``isokernel.numpy`` and the control-flow primitives (``docs/solvers.md``).
+Every method's coefficients are a table in ``tableaux``."""
+
+from .odeint import odeint
+from .tableaux import TABLES, ButcherTableau, RosenbrockTableau
+
+__all__ = ["TABLES", "ButcherTableau", "RosenbrockTableau", "odeint"]

@@ -115,7 +115,7 @@ def _prepare(name: str, operands, dtype: np.dtype | None = None):
     common, all_weak = _result_dtype(name, operands)
     dtype = dtype or common
     builder = current_builder()
-    if builder is not None and any(isinstance(x, Tracer) for x in operands):
+    if builder is not None and builtins.any(isinstance(x, Tracer) for x in operands):
         operands = [as_tracer(_to(x, dtype), builder) for x in operands]
     else:
         operands = [_to(x, dtype) for x in operands]
@@ -340,13 +340,13 @@ def where(condition, x, y):
     dtype, all_weak = _result_dtype("where", (x, y))
     (x, y), _ = _prepare("where", (x, y), dtype)
     (condition, x, y), _ = _prepare_mixed("where", (condition, x, y))
-    return _finish(bind(Op.SELECT, condition, x, y), all_weak)
+    return _finish(bind(Op.SELECT, condition, x, y), all_weak and not _shape_of(condition))
 
 
 def _prepare_mixed(name: str, operands):
     """Broadcast operands that already have their dtypes to one shape."""
     builder = current_builder()
-    if builder is not None and any(isinstance(x, Tracer) for x in operands):
+    if builder is not None and builtins.any(isinstance(x, Tracer) for x in operands):
         operands = [as_tracer(_to(x, _dtype_of(x, name)[0]), builder) for x in operands]
     else:
         operands = [_to(x, _dtype_of(x, name)[0]) for x in operands]
@@ -525,7 +525,7 @@ def squeeze(x, axis=None):
         axes = tuple(i for i, d in enumerate(old) if d == 1)
     else:
         axes = _axes(axis, len(old), "squeeze")
-        if any(old[a] != 1 for a in axes):
+        if builtins.any(old[a] != 1 for a in axes):
             raise ShapeError(f"squeeze at {user_where()}: axis {axis} of {tuple(old)} does "
                              f"not have size 1")
     return reshape(x, tuple(d for i, d in enumerate(old) if i not in axes))
@@ -555,7 +555,7 @@ def _operand_or_scalar(x):
 
 def _same_recording(operands):
     builder = current_builder()
-    if builder is not None and any(isinstance(x, Tracer) for x in operands):
+    if builder is not None and builtins.any(isinstance(x, Tracer) for x in operands):
         return [as_tracer(x, builder) for x in operands]
     return operands
 
@@ -651,7 +651,8 @@ def _apply_index(x, old, reverse, starts, limits, strides, out_shape):
     x = _operand(x, "indexing")
     if reverse:
         x = bind(Op.REV, x, axes=tuple(reverse))
-    full = all(b == 0 and e == n and s == 1 for b, e, s, n in zip(starts, limits, strides, old))
+    full = builtins.all(b == 0 and e == n and s == 1
+                        for b, e, s, n in zip(starts, limits, strides, old))
     if not full:
         x = bind(Op.SLICE, x, start=tuple(starts), limit=tuple(limits), stride=tuple(strides))
     return reshape(x, tuple(out_shape))
@@ -747,3 +748,724 @@ def arange(start, stop=None, step=1, dtype=None):
 def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=float64):
     """NumPy ``linspace`` (a constant: its bounds are static)."""
     return np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt.canonical(dtype))
+
+
+# ------------------------------------------------ NumPy names: compositions
+#
+# Each function below is a composition of the primitives above, so its
+# derivative, batching rule and code generation come from theirs. Where
+# NumPy computes the same IEEE operations in the same order the results are
+# NumPy's bits; the docstring says where they are not.
+
+SUBSCRIPTS = ("einsum subscripts are letters, one comma-separated group per operand and an "
+              "optional '->' output, e.g. 'ij,jk->ik'; write the ellipsis axes out as letters")
+
+
+def _axis1(axis, rank: int, name: str) -> int:
+    return _axes(axis, rank, name)[0]
+
+
+def _index_along(x, axis: int, key):
+    """``x[..., key, ...]`` with ``key`` on ``axis`` (static)."""
+    index = [slice(None)] * len(_shape_of(x))
+    index[axis] = key
+    return getitem(x, tuple(index))
+
+
+def _flat_or_axis(a, axis, name: str):
+    """(operand, axis): ``axis=None`` works on the flattened operand."""
+    x = _operand(a, name)
+    if axis is None:
+        return ravel(x), 0
+    return x, _axis1(axis, len(_shape_of(x)), name)
+
+
+def _scan(a, axis, dtype, name: str, combine, identity):
+    """Inclusive prefix ``combine`` along ``axis``: log2(n) passes that each
+    combine the array with itself shifted by 1, 2, 4 ... (Hillis-Steele)."""
+    x, axis = _flat_or_axis(a, axis, name)
+    if dtype is not None:
+        x = astype(x, dtype)
+    elif _dtype_of(x, name)[0] == bool_:
+        x = astype(x, int64)
+    n, rank, shift = _shape_of(x)[axis], len(_shape_of(x)), 1
+    while shift < n:
+        widths = [(0, 0)] * rank
+        widths[axis] = (shift, 0)
+        head = _index_along(x, axis, slice(0, n - shift))
+        x = combine(x, pad(head, widths, constant_values=identity(x)))
+        shift *= 2
+    return x
+
+
+def _zero_of(x):
+    """-0.0 for floats (x + -0.0 is x, also for x = -0.0), 0 for integers."""
+    return -0.0 if _dtype_of(x, "cumsum")[0] in _dt.FLOATS else 0
+
+
+def cumsum(a, axis=None, dtype=None):
+    """NumPy ``cumsum``. Integer results are NumPy's; float sums are added
+    in a log-depth tree (log2(n) shifted adds), not left to right as NumPy
+    does, so they can differ from NumPy's in the last bits."""
+    return _scan(a, axis, dtype, "cumsum", add, _zero_of)
+
+
+def cumprod(a, axis=None, dtype=None):
+    """NumPy ``cumprod``, multiplied in a log-depth tree (see ``cumsum``)."""
+    return _scan(a, axis, dtype, "cumprod", multiply, lambda x: 1)
+
+
+def var(a, axis=None, dtype=None, ddof=0, keepdims: bool = False):
+    """NumPy ``var``: the mean as ``sum / count``, then the sum of squared
+    deviations over ``count - ddof`` (NumPy's operations, in its order)."""
+    x = _float(a if dtype is None else astype(a, dtype), "var")
+    axes = _axes(axis, len(_shape_of(x)), "var")
+    count = int(np.prod([_shape_of(x)[i] for i in axes], dtype=np.int64))
+    centred = subtract(x, divide(sum(x, axes, keepdims=True), float(count)))
+    total = sum(multiply(centred, centred), axes, keepdims)
+    return divide(total, float(builtins.max(count - ddof, 0)))
+
+
+def std(a, axis=None, dtype=None, ddof=0, keepdims: bool = False):
+    """NumPy ``std``: ``sqrt(var)``. Its derivative is infinite (NaN in a
+    gradient) where the variance is zero, as ``sqrt``'s is at 0."""
+    return sqrt(var(a, axis, dtype, ddof, keepdims))
+
+
+def outer(a, b):
+    """NumPy ``outer``: ``ravel(a)[:, None] * ravel(b)[None, :]``."""
+    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def _contract_axes(axes, ra: int, rb: int):
+    if isinstance(axes, (int, np.integer)):
+        n = operator.index(axes)
+        return tuple(range(ra - n, ra)), tuple(range(n))
+    left, right = axes
+    left = (left,) if isinstance(left, (int, np.integer)) else tuple(left)
+    right = (right,) if isinstance(right, (int, np.integer)) else tuple(right)
+    return (tuple(_axis1(i, ra, "tensordot") for i in left),
+            tuple(_axis1(i, rb, "tensordot") for i in right))
+
+
+def tensordot(a, b, axes=2):
+    """NumPy ``tensordot``: one ``dot_general`` (NumPy's matmul on the CPU)."""
+    dtype, _ = _result_dtype("tensordot", (a, b))
+    a, b = _same_recording([_to(_operand_or_scalar(a), dtype), _to(_operand_or_scalar(b), dtype)])
+    sa, sb = _shape_of(a), _shape_of(b)
+    ca, cb = _contract_axes(axes, len(sa), len(sb))
+    if len(ca) != len(cb) or builtins.any(sa[i] != sb[j] for i, j in zip(ca, cb)):
+        raise ShapeError(f"tensordot at {user_where()}: axes {axes} pair sizes "
+                         f"{[sa[i] for i in ca]} with {[sb[j] for j in cb]}; they must match")
+    return bind(Op.DOT_GENERAL, a, b, contract=(ca, cb), batch=((), ()))
+
+
+def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
+    """NumPy ``diff``: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times."""
+    x = _operand(a, "diff")
+    axis = _axis1(axis, len(_shape_of(x)), "diff")
+    parts = [_edge(v, x, axis) for v in (prepend,) if v is not None] + [x]
+    parts += [_edge(v, x, axis) for v in (append,) if v is not None]
+    x = concatenate(parts, axis) if len(parts) > 1 else x
+    for _ in range(operator.index(n)):
+        m = _shape_of(x)[axis]
+        x = subtract(_index_along(x, axis, slice(1, m)), _index_along(x, axis, slice(0, m - 1)))
+    return x
+
+
+def _edge(value, x, axis: int):
+    """``prepend``/``append`` of ``diff``: a scalar is broadcast to one slice."""
+    if _shape_of(value):
+        return value
+    shape = list(_shape_of(x))
+    shape[axis] = 1
+    return full(shape, value, _dtype_of(x, "diff")[0])
+
+
+def trapezoid(y, x=None, dx=1.0, axis: int = -1):
+    """NumPy ``trapezoid``: ``sum(d * (y[1:] + y[:-1]) / 2)`` along ``axis``."""
+    y = _float(_operand(y, "trapezoid"), "trapezoid")
+    rank = len(_shape_of(y))
+    axis = _axis1(axis, rank, "trapezoid")
+    d = dx
+    if x is not None and len(_shape_of(x)) == 1:
+        shape = [1] * rank
+        shape[axis] = _shape_of(x)[0] - 1
+        d = reshape(diff(x), shape)
+    elif x is not None:
+        d = diff(x, axis=axis)
+    n = _shape_of(y)[axis]
+    pair = add(_index_along(y, axis, slice(1, n)), _index_along(y, axis, slice(0, n - 1)))
+    return sum(divide(multiply(d, pair), 2.0), axis)
+
+
+def roll(a, shift, axis=None):
+    """NumPy ``roll``: two slices concatenated per rolled axis."""
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _shape_of(a))
+    x = _operand(a, "roll")
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    for s, ax in np.broadcast(np.asarray(shifts), np.asarray(axes)):
+        ax = _axis1(int(ax), len(_shape_of(x)), "roll")
+        n = _shape_of(x)[ax]
+        k = int(s) % n if n else 0
+        if k:
+            x = concatenate([_index_along(x, ax, slice(n - k, n)),
+                             _index_along(x, ax, slice(0, n - k))], ax)
+    return x
+
+
+def tile(a, reps):
+    """NumPy ``tile``: a broadcast over new interleaved axes and a reshape."""
+    x = _operand(a, "tile")
+    reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    rank = builtins.max(len(_shape_of(x)), len(reps))
+    shape = (1,) * (rank - len(_shape_of(x))) + tuple(_shape_of(x))
+    reps = (1,) * (rank - len(reps)) + tuple(operator.index(r) for r in reps)
+    spread = tuple(d for s in shape for d in (1, s))
+    grown = tuple(d for r, s in zip(reps, shape) for d in (r, s))
+    out = broadcast_to(reshape(x, spread), grown)
+    return reshape(out, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def repeat(a, repeats, axis=None):
+    """NumPy ``repeat`` with static ``repeats`` (an int, or one per element)."""
+    x, axis = _flat_or_axis(a, axis, "repeat")
+    shape = list(_shape_of(x))
+    if isinstance(repeats, (int, np.integer)):
+        r = operator.index(repeats)
+        wide = broadcast_to(expand_dims(x, axis + 1),
+                            tuple(shape[:axis + 1]) + (r,) + tuple(shape[axis + 1:]))
+        return reshape(wide, tuple(shape[:axis]) + (shape[axis] * r,) + tuple(shape[axis + 1:]))
+    counts = [operator.index(r) for r in repeats]
+    if len(counts) != shape[axis]:
+        raise ShapeError(f"repeat at {user_where()}: {len(counts)} repeats for an axis of "
+                         f"size {shape[axis]}; give one count per element or one int")
+    parts = [repeat(_index_along(x, axis, slice(i, i + 1)), r, axis)
+             for i, r in enumerate(counts) if r]
+    return concatenate(parts, axis) if parts else _index_along(x, axis, slice(0, 0))
+
+
+def moveaxis(a, source, destination):
+    """NumPy ``moveaxis``: one transpose."""
+    rank = len(_shape_of(a))
+    src = source if isinstance(source, (tuple, list)) else (source,)
+    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    src = [_axis1(s, rank, "moveaxis") for s in src]
+    dst = [_axis1(d, rank, "moveaxis") for d in dst]
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis at {user_where()}: source and destination need the same "
+                         f"number of axes")
+    order = [i for i in range(rank) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(a, order)
+
+
+def _diagonal_span(n: int, m: int, k: int) -> tuple[int, int]:
+    """(first flat index, count) of the ``k``-th diagonal of an n x m matrix."""
+    count = builtins.max(0, builtins.min(n, m - k) if k >= 0 else builtins.min(n + k, m))
+    return (k if k >= 0 else -k * m), count
+
+
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
+    """NumPy ``diagonal``: the diagonal becomes the last axis (a strided
+    slice of the flattened pair of axes)."""
+    x = _operand(a, "diagonal")
+    rank = len(_shape_of(x))
+    ax1, ax2 = _axis1(axis1, rank, "diagonal"), _axis1(axis2, rank, "diagonal")
+    if ax1 == ax2:
+        raise ValueError(f"diagonal at {user_where()}: axis1 and axis2 are both {ax1}; "
+                         f"name two different axes")
+    x = transpose(x, [i for i in range(rank) if i not in (ax1, ax2)] + [ax1, ax2])
+    *lead, n, m = _shape_of(x)
+    first, count = _diagonal_span(n, m, operator.index(offset))
+    flat = reshape(x, (*lead, n * m))
+    last = first + (count - 1) * (m + 1) + 1 if count else first
+    return _index_along(flat, len(lead), slice(first, last, m + 1))
+
+
+def _place_diagonal(v, n: int, m: int, k: int):
+    """An n x m matrix with the vector ``v`` on its ``k``-th diagonal: ``v``
+    padded with m zeros between elements (interior padding), reshaped."""
+    first, count = _diagonal_span(n, m, k)
+    dtype, _ = _dtype_of(v, "diag")
+    if count == 0:
+        return zeros((n, m), dtype)
+    hi = n * m - (first + (count - 1) * (m + 1) + 1)
+    operands = _same_recording([_operand(v, "diag"), _to(0, dtype)])
+    flat = bind(Op.PAD, *operands, lo=(first,), hi=(hi,), interior=(m,))
+    return reshape(flat, (n, m))
+
+
+def diag(v, k: int = 0):
+    """NumPy ``diag``: a 1-D operand becomes a square matrix with it on the
+    ``k``-th diagonal; a 2-D operand gives its ``k``-th diagonal."""
+    rank = len(_shape_of(v))
+    if rank == 2:
+        return diagonal(v, k)
+    if rank != 1:
+        raise ShapeError(f"diag at {user_where()}: expects a 1-D or 2-D operand, got rank "
+                         f"{rank}; use diagonal for higher ranks")
+    size = _shape_of(v)[0] + builtins.abs(operator.index(k))
+    return _place_diagonal(v, size, size, operator.index(k))
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype=float64):
+    """NumPy ``eye``. Inside a recording a broadcast one padded onto the
+    diagonal, never a materialized constant."""
+    dtype = _dt.canonical(dtype)
+    M = N if M is None else M
+    if current_builder() is None:
+        return np.eye(N, M, k, dtype=dtype)
+    _, count = _diagonal_span(N, M, k)
+    return _place_diagonal(ones((count,), dtype), N, M, k)
+
+
+def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None):
+    """NumPy ``trace``: the sum of ``diagonal``."""
+    d = diagonal(a, offset, axis1, axis2)
+    return sum(d if dtype is None else astype(d, dtype), -1)
+
+
+def tril(m, k: int = 0):
+    """NumPy ``tril``: ``where(tri(k), m, 0)`` over the last two axes."""
+    *_, rows, cols = _shape_of(m)
+    return where(np.tri(rows, cols, k, dtype=bool), m, 0)
+
+
+def triu(m, k: int = 0):
+    """NumPy ``triu``: ``where(tri(k - 1), 0, m)`` over the last two axes."""
+    *_, rows, cols = _shape_of(m)
+    return where(np.tri(rows, cols, k - 1, dtype=bool), 0, m)
+
+
+def kron(a, b):
+    """NumPy ``kron``: a broadcast product over interleaved axes, reshaped."""
+    ra, rb = len(_shape_of(a)), len(_shape_of(b))
+    if ra == 0 or rb == 0:
+        return multiply(a, b)
+    rank = builtins.max(ra, rb)
+    sa = (1,) * (rank - ra) + tuple(_shape_of(a))
+    sb = (1,) * (rank - rb) + tuple(_shape_of(b))
+    wide_a = reshape(a, tuple(d for s in sa for d in (s, 1)))
+    wide_b = reshape(b, tuple(d for s in sb for d in (1, s)))
+    return reshape(multiply(wide_a, wide_b), tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
+    """NumPy ``cross`` of 3-vectors (``a1*b2 - a2*b1`` ..., NumPy's own
+    operations), or of 2-vectors (the z component)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(_operand(a, "cross"), axisa, -1)
+    b = moveaxis(_operand(b, "cross"), axisb, -1)
+    na, nb = _shape_of(a)[-1], _shape_of(b)[-1]
+    if na != nb or na not in (2, 3):
+        raise ShapeError(f"cross at {user_where()}: vectors of length {na} and {nb}; both "
+                         f"must have length 3 (or 2) along the cross axis")
+    ca = [_index_along(a, -1 % len(_shape_of(a)), i) for i in range(na)]
+    cb = [_index_along(b, -1 % len(_shape_of(b)), i) for i in range(nb)]
+    if na == 2:
+        return subtract(multiply(ca[0], cb[1]), multiply(ca[1], cb[0]))
+    parts = [subtract(multiply(ca[1], cb[2]), multiply(ca[2], cb[1])),
+             subtract(multiply(ca[2], cb[0]), multiply(ca[0], cb[2])),
+             subtract(multiply(ca[0], cb[1]), multiply(ca[1], cb[0]))]
+    out = stack(parts, -1)
+    return moveaxis(out, -1, axisc)
+
+
+def polyval(p, x):
+    """NumPy ``polyval``: Horner's rule from ``zeros_like(x)``, as NumPy."""
+    coefficients = [p[i] for i in range(_shape_of(p)[0])] if _shape_of(p) else [p]
+    dtype, _ = _result_dtype("polyval", [x] + coefficients)
+    y = full_like(x, 0, dtype)
+    for c in coefficients:
+        y = add(multiply(y, x), c)
+    return y
+
+
+def logaddexp(x1, x2):
+    """log(exp(x1) + exp(x2)) without overflow: ``max + log1p(exp(-|x1 - x2|))``
+    (equal infinities give themselves). NumPy evaluates the same formula; its
+    scalar ``exp``/``log1p`` may differ from the vectorized ones by an ulp."""
+    x1, x2 = _float(x1, "logaddexp"), _float(x2, "logaddexp")
+    delta = subtract(x1, x2)
+    out = add(maximum(x1, x2), log1p(exp(negative(abs(delta)))))
+    return where(isnan(delta), add(x1, x2), out)
+
+
+def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf=None, neginf=None):
+    """NumPy ``nan_to_num``: NaN, +inf and -inf replaced (by default with 0
+    and the dtype's largest finite magnitudes)."""
+    dtype, _ = _dtype_of(x, "nan_to_num")
+    if dtype not in _dt.FLOATS:
+        return x
+    big = float(np.finfo(dtype).max)
+    x = where(isnan(x), nan, x)
+    x = where(equal(x, inf), big if posinf is None else posinf, x)
+    return where(equal(x, -inf), -big if neginf is None else neginf, x)
+
+
+def fmod(x1, x2):
+    """C's ``fmod`` (the remainder takes the dividend's sign), exact:
+    ``copysign(remainder(|x1|, |x2|), x1)`` (for positive operands NumPy's
+    ``remainder`` is ``fmod``)."""
+    common, _ = _result_dtype("fmod", (x1, x2))
+    (a, b), all_weak = _prepare("fmod", (x1, x2))
+    magnitude = remainder(_abs_one_at_zero(a), abs(b))
+    if common not in _dt.FLOATS:
+        return _finish(multiply(sign(a), magnitude), all_weak)
+    return _finish(bind(Op.COPYSIGN, *_same_recording([magnitude, a])), all_weak)
+
+
+def _abs_one_at_zero(x):
+    """|x| whose derivative at +0 is 1 (``abs``'s is 0 there)."""
+    return where(greater_equal(x, 0), x, negative(x))
+
+
+def split(ary, indices_or_sections, axis: int = 0):
+    """NumPy ``split``: static slices along ``axis``."""
+    n = _shape_of(ary)[_axis1(axis, len(_shape_of(ary)), "split")]
+    if isinstance(indices_or_sections, (int, np.integer)) and n % indices_or_sections:
+        raise ValueError(f"split at {user_where()}: {n} elements do not divide into "
+                         f"{indices_or_sections} equal sections; use array_split")
+    return array_split(ary, indices_or_sections, axis)
+
+
+def array_split(ary, indices_or_sections, axis: int = 0):
+    """NumPy ``array_split``: like ``split``, sections may differ by one."""
+    x = _operand(ary, "array_split")
+    axis = _axis1(axis, len(_shape_of(x)), "array_split")
+    n = _shape_of(x)[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        size, extra = divmod(n, operator.index(indices_or_sections))
+        sizes = [size + 1] * extra + [size] * (operator.index(indices_or_sections) - extra)
+        bounds = [0, *np.cumsum(sizes).tolist()]
+    else:
+        bounds = [0, *[operator.index(i) for i in indices_or_sections], n]
+    return [_index_along(x, axis, slice(builtins.min(lo, n), builtins.min(builtins.max(lo, hi),
+                                                                         n)))
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+    """NumPy ``meshgrid`` (a tuple; broadcasts unless ``sparse``)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid at {user_where()}: indexing must be 'xy' or 'ij', "
+                         f"got {indexing!r}")
+    rank = len(xi)
+    ones_ = (1,) * rank
+    out = [reshape(x, ones_[:i] + (-1,) + ones_[i + 1:]) for i, x in enumerate(xi)]
+    if indexing == "xy" and rank > 1:
+        out[0] = reshape(out[0], (1, -1) + ones_[2:])
+        out[1] = reshape(out[1], (-1, 1) + ones_[2:])
+    if sparse:
+        return tuple(out)
+    shape = _common_shape("meshgrid", out)
+    return tuple(broadcast_to(x, shape) for x in out)
+
+
+def any(a, axis=None, keepdims: bool = False):  # noqa: A001 - NumPy's name
+    """NumPy ``any``: whether some element is nonzero (a max of 0/1)."""
+    return greater(max(_truth(a, "any"), axis, keepdims), 0)
+
+
+def all(a, axis=None, keepdims: bool = False):  # noqa: A001 - NumPy's name
+    """NumPy ``all``: whether every element is nonzero (a min of 0/1)."""
+    return greater(min(_truth(a, "all"), axis, keepdims), 0)
+
+
+def _truth(a, name: str):
+    dtype, _ = _dtype_of(a, name)
+    truth = a if dtype == bool_ else not_equal(a, 0)
+    return astype(truth, int32)
+
+
+def _arg_extreme(a, axis, keepdims: bool, reduce, name: str):
+    """Index of the first extreme element (the first NaN if there is one)."""
+    x, ax = _flat_or_axis(a, axis, name)
+    n = _shape_of(x)[ax]
+    if n == 0:
+        raise ValueError(f"{name} at {user_where()}: attempt to get {name} of an empty "
+                         f"sequence")
+    hit = equal(x, reduce(x, ax, keepdims=True))
+    if _dtype_of(x, name)[0] in _dt.FLOATS:
+        hit = logical_or(hit, isnan(x))
+    index_shape = [1] * len(_shape_of(x))
+    index_shape[ax] = n
+    index = np.arange(n, dtype=np.int64).reshape(index_shape)
+    out = min(where(hit, index, n), ax, keepdims=keepdims and axis is not None)
+    if keepdims and axis is None:
+        return reshape(out, (1,) * len(_shape_of(a)))
+    return out
+
+
+def argmax(a, axis=None, keepdims: bool = False):
+    """NumPy ``argmax`` on a static axis (int64 indices; ties and NaN as
+    NumPy: the first)."""
+    return _arg_extreme(a, axis, keepdims, max, "argmax")
+
+
+def argmin(a, axis=None, keepdims: bool = False):
+    """NumPy ``argmin`` on a static axis (see ``argmax``)."""
+    return _arg_extreme(a, axis, keepdims, min, "argmin")
+
+
+def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    """NumPy ``isclose``: ``|a - b| <= atol + rtol * |b|``; equal infinities
+    are close."""
+    close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    close = logical_or(logical_and(close, isfinite(b)), equal(a, b))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """NumPy ``interp`` for increasing ``xp``: the interval of each ``x`` is
+    found by comparisons with every ``xp`` and picked out by selects, then
+    ``slope * (x - xp[j]) + fp[j]`` as NumPy computes it (same bits, except
+    that a ``fp`` of -0.0 at a knot gives +0.0). At a knot the derivative is
+    the slope on its right (as JAX's). Costs O(len(xp)) operations per
+    element: for a long grid use a ``Table``."""
+    if period is not None:
+        raise ValueError(f"interp at {user_where()}: period is not supported; reduce x "
+                         f"first, e.g. inp.remainder(x - xp[0], period) + xp[0]")
+    x, xp, fp = (_float(_operand(v, "interp"), "interp") for v in (x, xp, fp))
+    m = _shape_of(xp)[0]
+    if len(_shape_of(xp)) != 1 or _shape_of(fp) != (m,) or m == 0:
+        raise ShapeError(f"interp at {user_where()}: xp and fp must be 1-D of one non-zero "
+                         f"length, got {tuple(_shape_of(xp))} and {tuple(_shape_of(fp))}")
+    last_x, last_f = xp[m - 1], fp[m - 1]
+    left = fp[0] if left is None else left
+    right = last_f if right is None else right
+    if m == 1:
+        return where(less(x, last_x), left, where(greater(x, last_x), right, last_f))
+    return _interp_inside(x, xp, fp, m, left, right)
+
+
+def _interp_inside(x, xp, fp, m: int, left, right):
+    widths = subtract(xp[1:], xp[:-1])  # an empty interval (repeated xp) is never picked
+    slopes = divide(subtract(fp[1:], fp[:-1]), where(equal(widths, 0.0), 1.0, widths))
+    xl, yl, xr, yr, slope = xp[0], fp[0], xp[1], fp[1], slopes[0]
+    for j in range(1, m - 1):
+        take = greater_equal(x, xp[j])
+        xl, yl = where(take, xp[j], xl), where(take, fp[j], yl)
+        xr, yr = where(take, xp[j + 1], xr), where(take, fp[j + 1], yr)
+        slope = where(take, slopes[j], slope)
+    out = add(multiply(slope, subtract(x, xl)), yl)
+    retry = add(multiply(slope, subtract(x, xr)), yr)
+    out = where(isnan(out), where(logical_and(isnan(retry), equal(yl, yr)), yl, retry), out)
+    at_knot = add(yl, multiply(where(isfinite(slope), slope, 0.0), subtract(x, xl)))
+    out = where(equal(x, xl), at_knot, out)  # yl, with the right-hand slope as derivative
+    out = where(equal(x, xp[m - 1]), fp[m - 1], out)
+    out = where(greater(x, xp[m - 1]), right, where(less(x, xp[0]), left, out))
+    return where(isnan(x), x, out)
+
+
+def einsum(subscripts: str, *operands, optimize=None):
+    """NumPy ``einsum`` with static subscripts, lowered to diagonals, sums,
+    ``dot_general`` (left to right, one per operand pair) and a transpose.
+    Contractions run through NumPy's matmul, so sums may be ordered unlike
+    NumPy's own ``einsum`` loops (ulp-level differences)."""
+    inputs, output = _parse_subscripts(subscripts, len(operands))
+    terms = [_einsum_operand(op, labels, inputs, output, i)
+             for i, (op, labels) in enumerate(zip(operands, inputs))]
+    value, labels = terms[0]
+    for i, (other, other_labels) in enumerate(terms[1:], start=1):
+        later = set(output).union(*[set(s) for s in inputs[i + 1:]])
+        value, labels = _einsum_pair(value, labels, other, other_labels, later)
+    value, labels = _sum_labels(value, labels, set(output))
+    return transpose(value, [labels.index(c) for c in output])
+
+
+def _parse_subscripts(subscripts: str, count: int):
+    spec = subscripts.replace(" ", "")
+    left, arrow, right = spec.partition("->")
+    inputs = left.split(",")
+    letters = "".join(inputs) + right
+    if "." in letters or not builtins.all(c.isalpha() for c in letters) or len(inputs) != count:
+        raise ValueError(f"einsum at {user_where()}: cannot read {subscripts!r} for {count} "
+                         f"operand(s); {SUBSCRIPTS}")
+    if not arrow:
+        counts = {c: left.count(c) for c in left if c != ","}
+        right = "".join(sorted(c for c, n in counts.items() if n == 1))
+    if len(set(right)) != len(right) or builtins.any(c not in left for c in right):
+        raise ValueError(f"einsum at {user_where()}: output {right!r} repeats a letter or "
+                         f"names one no operand has; {SUBSCRIPTS}")
+    return inputs, right
+
+
+def _einsum_operand(x, labels: str, inputs, output: str, position: int):
+    """One operand with repeated letters reduced to diagonals and letters no
+    other term needs summed out."""
+    x = _operand(x, "einsum")
+    if len(labels) != len(_shape_of(x)):
+        raise ShapeError(f"einsum at {user_where()}: operand {position} has rank "
+                         f"{len(_shape_of(x))} but subscripts {labels!r}")
+    labels = list(labels)
+    for c in dict.fromkeys(labels):
+        while labels.count(c) > 1:
+            first = labels.index(c)
+            second = labels.index(c, first + 1)
+            x = diagonal(x, 0, first, second)
+            labels = [d for i, d in enumerate(labels) if i not in (first, second)] + [c]
+    others = set(output).union(*[set(s) for i, s in enumerate(inputs) if i != position])
+    return _sum_labels(x, labels, others)
+
+
+def _sum_labels(x, labels, keep: set):
+    axes = tuple(i for i, c in enumerate(labels) if c not in keep)
+    if not axes:
+        return x, list(labels)
+    return sum(x, axes), [c for c in labels if c in keep]
+
+
+def _einsum_pair(a, la, b, lb, later: set):
+    """One ``dot_general``: shared letters needed later are batch axes, the
+    other shared letters are contracted."""
+    shared = [c for c in la if c in lb]
+    batch = [c for c in shared if c in later]
+    contract = [c for c in shared if c not in later]
+    for c in shared:
+        if _shape_of(a)[la.index(c)] != _shape_of(b)[lb.index(c)]:
+            raise ShapeError(f"einsum at {user_where()}: letter {c!r} has sizes "
+                             f"{_shape_of(a)[la.index(c)]} and {_shape_of(b)[lb.index(c)]}")
+    dtype, _ = _result_dtype("einsum", (a, b))
+    a, b = _same_recording([_to(a, dtype), _to(b, dtype)])
+    def positions(letters):
+        return tuple(la.index(c) for c in letters), tuple(lb.index(c) for c in letters)
+
+    out = bind(Op.DOT_GENERAL, a, b, contract=positions(contract), batch=positions(batch))
+    free_a = [c for c in la if c not in shared]
+    free_b = [c for c in lb if c not in shared]
+    return out, batch + free_a + free_b
+
+
+def array(object, dtype=None):  # noqa: A002 - NumPy's name
+    """NumPy ``array``: ``asarray`` (values are never mutated, so no copy)."""
+    if isinstance(object, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in object):
+        return stack([asarray(v, dtype) for v in object])
+    return asarray(object, dtype)
+
+
+LOG2E = 1.4426950408889634  # NumPy's NPY_LOG2E
+copysign = _binary(Op.COPYSIGN, "copysign", float_only=True)
+
+
+def signbit(x):
+    """NumPy ``signbit``: the sign bit (set for -0.0 and negative NaNs)."""
+    dtype, _ = _dtype_of(x, "signbit")
+    if dtype not in _dt.FLOATS:
+        return less(x, 0)
+    return less(copysign(1.0, x), 0.0)
+
+
+def heaviside(x1, x2):
+    """NumPy ``heaviside``: 0 below zero, 1 above, ``x2`` at zero, NaN at NaN."""
+    x1 = _float(x1, "heaviside")
+    step = where(less(x1, 0.0), 0.0, where(greater(x1, 0.0), 1.0, x2))
+    return where(isnan(x1), x1, step)
+
+
+def deg2rad(x):
+    """NumPy ``deg2rad``: ``x * (pi / 180)``."""
+    return multiply(_float(x, "deg2rad"), math.pi / 180.0)
+
+
+def rad2deg(x):
+    """NumPy ``rad2deg``: ``x * (180 / pi)``."""
+    return multiply(_float(x, "rad2deg"), 180.0 / math.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def sinc(x):
+    """NumPy ``sinc``: ``sin(pi y) / (pi y)`` with y = 1e-20 at 0, as NumPy."""
+    x = _float(x, "sinc")
+    y = multiply(math.pi, where(equal(x, 0.0), 1.0e-20, x))
+    return divide(sin(y), y)
+
+
+def logaddexp2(x1, x2):
+    """log2(2**x1 + 2**x2) without overflow (see ``logaddexp``)."""
+    x1, x2 = _float(x1, "logaddexp2"), _float(x2, "logaddexp2")
+    delta = subtract(x1, x2)
+    tail = multiply(log1p(exp2(negative(abs(delta)))), LOG2E)  # 1 exactly at delta = 0
+    return where(isnan(delta), add(x1, x2), add(maximum(x1, x2), tail))
+
+
+def inner(a, b):
+    """NumPy ``inner``: the last axes contracted (one ``dot_general``)."""
+    if not _shape_of(a) or not _shape_of(b):
+        return multiply(a, b)
+    return tensordot(a, b, ((len(_shape_of(a)) - 1,), (len(_shape_of(b)) - 1,)))
+
+
+def vdot(a, b):
+    """NumPy ``vdot`` of real arrays: ``dot(ravel(a), ravel(b))``."""
+    return dot(ravel(a), ravel(b))
+
+
+def identity(n: int, dtype=float64):
+    """NumPy ``identity``: ``eye(n)``."""
+    return eye(n, dtype=dtype)
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype=float64):
+    """NumPy ``tri`` (a constant: its shape is static)."""
+    return asarray(np.tri(N, M, k), _dt.canonical(dtype))
+
+
+def empty(shape, dtype=float64):
+    """Zeros: isokernel has no uninitialized memory."""
+    return zeros(shape, dtype)
+
+
+def empty_like(x, dtype=None):
+    """Zeros like ``x``: isokernel has no uninitialized memory."""
+    return zeros_like(x, dtype)
+
+
+def count_nonzero(a, axis=None, keepdims: bool = False):
+    """NumPy ``count_nonzero``: an int64 count of the nonzero elements."""
+    dtype, _ = _dtype_of(a, "count_nonzero")
+    return sum(a if dtype == bool_ else not_equal(a, 0), axis, keepdims)
+
+
+def ptp(a, axis=None, keepdims: bool = False):
+    """NumPy ``ptp``: ``max - min``."""
+    return subtract(max(a, axis, keepdims), min(a, axis, keepdims))
+
+
+def nansum(a, axis=None, keepdims: bool = False):
+    """NumPy ``nansum``: NaNs replaced by 0, then ``sum``."""
+    a = _operand(a, "nansum")
+    dtype, _ = _dtype_of(a, "nansum")
+    return sum(where(isnan(a), 0, a) if dtype in _dt.FLOATS else a, axis, keepdims)
+
+
+def nanmean(a, axis=None, keepdims: bool = False):
+    """NumPy ``nanmean``: the sum of the non-NaN elements over their count."""
+    a = _float(_operand(a, "nanmean"), "nanmean")
+    count = sum(logical_not(isnan(a)), axis, keepdims)
+    return divide(nansum(a, axis, keepdims), astype(count, _dtype_of(a, "nanmean")[0]))
+
+
+def average(a, axis=None, weights=None, keepdims: bool = False):
+    """NumPy ``average``: ``mean``, or ``sum(a * w) / sum(w)`` with weights
+    (1-D weights lie along ``axis``)."""
+    if weights is None:
+        return mean(a, axis, keepdims)
+    a = _float(_operand(a, "average"), "average")
+    w = _operand(weights, "average")
+    rank = len(_shape_of(a))
+    if len(_shape_of(w)) == 1 and rank > 1 and axis is not None:
+        shape = [1] * rank
+        shape[_axis1(axis, rank, "average")] = _shape_of(w)[0]
+        w = reshape(w, shape)
+    total = sum(broadcast_to(w, _shape_of(a)), axis, keepdims)
+    return divide(sum(multiply(a, w), axis, keepdims), total)

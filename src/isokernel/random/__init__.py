@@ -1,0 +1,11 @@
+"""``isokernel.random``: counter-based keys and samplers in ``jax.random``'s
+call forms, built on Threefry-2x32 written in integer arithmetic, so every
+strategy computes the same bits (docs/random.md)."""
+
+from ._erfinv import erfinv
+from ._initializers import glorot_normal, glorot_uniform, he_normal, lecun_normal
+from ._keys import fold_in, key, split
+from ._samplers import bernoulli, normal, permutation, randint, uniform
+
+__all__ = ["bernoulli", "erfinv", "fold_in", "glorot_normal", "glorot_uniform", "he_normal",
+           "key", "lecun_normal", "normal", "permutation", "randint", "split", "uniform"]

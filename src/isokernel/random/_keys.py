@@ -1,0 +1,93 @@
+"""Keys: ``key``, ``split``, ``fold_in`` and the counter words every sampler
+draws from, as ``jax.random`` forms them with its default (partitionable)
+Threefry implementation.
+
+A key is an int64 array of shape (2,) holding two unsigned 32-bit words,
+the values of JAX's raw ``uint32[2]`` key (isokernel has no unsigned dtype).
+A NumPy ``uint32`` key (``np.asarray(jax.random.key_data(k))``) is accepted
+and read as those words.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import numpy as inp
+from ..ir import DTypeError, ShapeError
+from ..record import Tracer
+from ._threefry import threefry2x32
+from ._words import MOD
+
+KEY_FORM = ("a key is an int64 array of shape (2,) holding two 32-bit words, as "
+            "isokernel.random.key(seed) or split(key) make; for a batch of keys, map over "
+            "them with isokernel.vmap")
+
+
+def _check_key(key, name: str):
+    if not isinstance(key, Tracer):
+        key = np.asarray(key)
+        if key.dtype == np.uint32:
+            key = key.astype(np.int64)
+    if tuple(key.shape) != (2,) or key.dtype != np.int64:
+        raise ShapeError(f"random.{name}: got a key of shape {tuple(key.shape)} and dtype "
+                         f"{key.dtype}; {KEY_FORM}")
+    return key
+
+
+def words(key, name: str):
+    """The key's two words, int64 scalars."""
+    key = _check_key(key, name)
+    return key[0], key[1]
+
+
+def as_shape(shape) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
+def counter_words(key, shape, name: str):
+    """Threefry of the row-major index of every element of ``shape``: JAX's
+    ``iota_2x32_shape`` counters (high word, low word) under the key."""
+    k0, k1 = words(key, name)
+    index = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    high = index // MOD if index.size and index.max() >= MOD else 0
+    return threefry2x32(k0, k1, high, index % MOD)
+
+
+def _seed_words(seed):
+    if isinstance(seed, (int, np.integer)):
+        seed = int(seed) % 2**64
+        return np.int64(seed // MOD), np.int64(seed % MOD)
+    seed = inp.asarray(seed)
+    if seed.dtype not in (np.int32, np.int64) or seed.shape != ():
+        raise DTypeError(f"random.key: the seed must be an integer scalar, got "
+                         f"{seed.dtype}{list(seed.shape)}; pass e.g. key(0)")
+    wide = inp.astype(seed, inp.int64)
+    high = 0 * wide if seed.dtype == np.int32 else (wide // MOD) % MOD
+    return high, wide % MOD
+
+
+def key(seed):
+    """A key from an integer seed: the seed's high and low 32-bit words, as
+    ``jax.random.key_data(jax.random.key(seed))`` with 64-bit seeds."""
+    high, low = _seed_words(seed)
+    return inp.stack([inp.asarray(high), inp.asarray(low)])
+
+
+def split(key, num=2):
+    """``num`` new keys (an int64 array of shape (num, 2)); ``num`` may be a
+    shape tuple, giving keys of shape (*num, 2)."""
+    y0, y1 = counter_words(key, as_shape(num), "split")
+    return inp.stack([y0, y1], axis=-1)
+
+
+def fold_in(key, data):
+    """A new key from ``key`` and an integer ``data`` (taken modulo 2**32)."""
+    k0, k1 = words(key, "fold_in")
+    if isinstance(data, (int, np.integer)):
+        low = np.int64(int(data) % MOD)
+    else:
+        low = inp.astype(inp.asarray(data), inp.int64) % MOD
+    y0, y1 = threefry2x32(k0, k1, 0, low)
+    return inp.stack([y0, y1])

@@ -1,0 +1,149 @@
+"""Samplers: ``uniform``, ``normal``, ``bernoulli``, ``randint`` and
+``permutation`` from the counter words, each in ``jax.random``'s arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import numpy as inp
+from ..ir import DTypeError, ShapeError, dtypes
+from ..record import Tracer
+from . import _words as w
+from ._erfinv import erfinv
+from ._keys import as_shape, counter_words, split
+
+
+def _float_dtype(dtype, name: str) -> np.dtype:
+    dtype = dtypes.canonical(dtype)
+    if dtype not in dtypes.FLOATS:
+        raise DTypeError(f"random.{name}: dtype {dtype.name} is not a float dtype; "
+                         f"pass dtype=float32 or float64")
+    return dtype
+
+
+def _as(value, dtype):
+    """``value`` converted to ``dtype`` before any arithmetic, as JAX does."""
+    if isinstance(value, Tracer):
+        return value if value.dtype == dtype else inp.astype(value, dtype)
+    return np.asarray(value, dtype=dtype)
+
+
+def bits32(key, shape, name: str):
+    """JAX's 32-bit random words for ``shape``: the xor of Threefry's two
+    output words."""
+    y0, y1 = counter_words(key, shape, name)
+    return w.xor(y0, y1)
+
+
+def _unit(key, shape, dtype, name: str):
+    """Floats in [0, 1) from the top mantissa-width bits, exactly JAX's
+    ``bitcast(bits >> (width - nmant) | bits(1.0)) - 1``."""
+    if dtype == np.float32:
+        mantissa = bits32(key, shape, name) // 2**9
+        return inp.astype(mantissa, inp.float32) * 2.0**-23
+    high, low = counter_words(key, shape, name)
+    return inp.astype(high * 2**20 + low // 2**12, inp.float64) * 2.0**-52
+
+
+def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
+    """Floats uniform in [minval, maxval), ``jax.random.uniform``'s bits."""
+    dtype = _float_dtype(dtype, "uniform")
+    lo, hi = _as(minval, dtype), _as(maxval, dtype)
+    floats = _unit(key, as_shape(shape), dtype, "uniform")
+    return inp.maximum(lo, floats * (hi - lo) + lo)
+
+
+def normal(key, shape=(), dtype=np.float64):
+    """Standard normal draws: ``sqrt(2) * erfinv(u)`` for ``u`` uniform in
+    (-1, 1), as ``jax.random.normal``."""
+    dtype = _float_dtype(dtype, "normal")
+    lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
+    u = uniform(key, shape, dtype, lo, 1.0)
+    return np.asarray(np.sqrt(2), dtype) * erfinv(u)
+
+
+def bernoulli(key, p=0.5, shape=None):
+    """Booleans that are True with probability ``p``: ``uniform < p`` in
+    ``p``'s float dtype (float64 for a Python float)."""
+    p = inp.asarray(p)
+    dtype = p.dtype if p.dtype in dtypes.FLOATS else np.dtype(np.float64)
+    shape = tuple(p.shape) if shape is None else as_shape(shape)
+    return uniform(key, shape, dtype) < p
+
+
+def _span(minval, maxval):
+    """``maxval - minval`` as a word, 1 where the range is empty (JAX's rule)."""
+    span = w.add(maxval - minval, 0)
+    return inp.where(maxval <= minval, 1, span)
+
+
+def randint(key, shape, minval, maxval, dtype=np.int32):
+    """Integers in [minval, maxval): ``jax.random.randint``'s 32-bit
+    algorithm (two words per draw reduced modulo the span). ``minval`` and
+    ``maxval`` must lie in the int32 range."""
+    dtype = dtypes.canonical(dtype)
+    if dtype not in dtypes.INTS:
+        raise DTypeError(f"random.randint: dtype {dtype.name} is not an integer dtype; "
+                         f"pass dtype=int32 or int64")
+    shape = as_shape(shape)
+    lo = inp.astype(inp.asarray(minval), inp.int64)
+    hi = inp.astype(inp.asarray(maxval), inp.int64)
+    span = _span(lo, hi)
+    k1, k2 = split(key)
+    higher, lower = bits32(k1, shape, "randint"), bits32(k2, shape, "randint")
+    half = 2**16 % span
+    multiplier = w.mul(half, half) % span  # 2**32 wraps to 0 in uint32, as in JAX
+    offset = w.add(w.mul(higher % span, multiplier), lower % span) % span
+    return inp.astype(lo + offset, dtype)
+
+
+def _compare_exchange(keys, values, j: int, k: int):
+    """One stage of a bitonic sorting network: element ``i`` meets ``i + j``
+    (``i`` with bit ``j`` clear), ascending where bit ``k`` of ``i`` is clear."""
+    n, rest = keys.shape[0], tuple(values.shape[1:])
+    blocks = n // (2 * j)
+    descending = ((np.arange(blocks) // (k // (2 * j))) % 2 == 1)[:, None]
+    pairs = inp.reshape(keys, (blocks, 2, j))
+    lo, hi = pairs[:, 0], pairs[:, 1]
+    swap = inp.not_equal(lo > hi, descending)
+    keys = inp.stack([inp.where(swap, hi, lo), inp.where(swap, lo, hi)], axis=1)
+    rows = inp.reshape(values, (blocks, 2, j) + rest)
+    swap = inp.reshape(swap, (blocks, j) + (1,) * len(rest))
+    lo, hi = rows[:, 0], rows[:, 1]
+    values = inp.stack([inp.where(swap, hi, lo), inp.where(swap, lo, hi)], axis=1)
+    return inp.reshape(keys, (n,)), inp.reshape(values, (n,) + rest)
+
+
+def _sort_rows(words, x):
+    """The rows of ``x`` stably sorted by ``words``: a bitonic network over
+    the unique keys ``word * size + position`` (ties keep their order), padded
+    to a power of two with keys above every real one. n log(n)**2 work."""
+    n, rest = x.shape[0], tuple(x.shape[1:])
+    size = 1 << max(0, (n - 1).bit_length())
+    keys = words * size + np.arange(n)
+    if size > n:
+        keys = inp.concatenate([keys, np.arange(n, size) + (2**32 - 1) * size])
+        x = inp.concatenate([x, inp.zeros((size - n,) + rest, x.dtype)])
+    for k in (2**p for p in range(1, size.bit_length())):
+        for j in (k >> q for q in range(1, k.bit_length())):
+            keys, x = _compare_exchange(keys, x, j, k)
+    return x[:n]
+
+
+def permutation(key, x):
+    """A random permutation of ``range(x)`` for an integer ``x``, or of the
+    rows of the array ``x``: ``jax.random.permutation``'s rounds of stable
+    sorts by random words (3 log n / log(2**32 - 1) rounds, one below 1626
+    rows), each a bitonic sorting network."""
+    if isinstance(x, (int, np.integer)):
+        x = np.arange(int(x), dtype=np.int64)
+    n = x.shape[0]
+    if n >= 2**31:
+        raise ShapeError(f"random.permutation: {n} rows; at most 2**31 - 1 can be permuted")
+    rounds = math.ceil(3 * math.log(max(1, n)) / math.log(2**32 - 1))
+    for _ in range(rounds):
+        key, subkey = split(key)
+        x = _sort_rows(bits32(subkey, (n,), "permutation"), x)
+    return x

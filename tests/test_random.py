@@ -1,0 +1,292 @@
+"""isokernel.random: Threefry-2x32 in integer arithmetic, JAX's bits where claimed, the same
+bits on every CPU strategy, vmap over keys, and the distributions' moments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import isokernel as ik
+import isokernel.numpy as inp
+import isokernel.random as rnd
+from isokernel.ir import DTypeError, ShapeError
+from isokernel.random import _words as words
+
+STRATEGIES = ("reference", "threads", "native")
+EDGES = np.array([0, 1, 2, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1], dtype=np.int64)
+
+
+def _uint32_pairs(n: int = 200):
+    rng = np.random.default_rng(5)
+    a = np.concatenate([EDGES, np.repeat(EDGES, EDGES.size), rng.integers(0, 2**32, n)])
+    b = np.concatenate([EDGES[::-1], np.tile(EDGES, EDGES.size), rng.integers(0, 2**32, n)])
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def _word_ops(a, b):
+    return (words.xor(a, b), words.add(a, b), words.mul(a, b), words.rotl_xor(a, 13, b),
+            words.rotl_xor(a, 31, b), words.mul(a, 2**9), a // 2**12)
+
+
+def _expected_word_ops(a, b):
+    ua, ub = a.astype(np.uint32), b.astype(np.uint32)
+    with np.errstate(over="ignore"):
+        expected = (ua ^ ub, ua + ub, ua * ub, ((ua << 13) | (ua >> 19)) ^ ub,
+                    ((ua << 31) | (ua >> 1)) ^ ub, ua << np.uint32(9), ua >> np.uint32(12))
+    return [e.astype(np.int64) for e in expected]
+
+
+@pytest.mark.parametrize("strategy", (None,) + STRATEGIES)
+def test_word_identities_match_uint32_bit_ops(strategy):
+    """xor, rotations, wrapping add/mul and shifts from + - * // % and comparisons equal
+    NumPy's uint32 bit operations, eagerly and in every strategy's code (native: C)."""
+    a, b = _uint32_pairs()
+    fn = _word_ops if strategy is None else ik.jit(_word_ops, strategy=strategy)
+    for got, want in zip(fn(a, b), _expected_word_ops(a, b)):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+def test_native_computes_the_word_identities_in_c():
+    a, b = _uint32_pairs()
+    compiled = ik.jit(_word_ops, strategy="native").lower(a, b).compile()
+    source = compiled.source()
+    assert "isk_rem_i64" in source and "(uint64_t)" in source
+
+
+def test_and_or_are_logical_so_xor_is_built_from_bit_planes():
+    a = np.array([6], dtype=np.int64)
+    with pytest.raises(DTypeError, match="bool operands"):
+        inp.logical_and(a, a)
+
+
+# --- JAX's bits -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def jax_random():
+    jax = pytest.importorskip("jax", reason="jax is not installed: no bit comparison")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _key_data(jax, key):
+    return np.asarray(jax.random.key_data(key)).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", [0, 42, 2**31 - 1, 2**32 + 7, 2**40 + 5, -1, -(2**35)])
+def test_key_matches_jax(jax_random, seed):
+    np.testing.assert_array_equal(rnd.key(seed), _key_data(jax_random, jax_random.random.key(seed)))
+
+
+def test_split_and_fold_in_match_jax(jax_random):
+    jr = jax_random.random
+    key, jkey = rnd.key(7), jr.key(7)
+    np.testing.assert_array_equal(rnd.split(key), _key_data(jax_random, jr.split(jkey)))
+    np.testing.assert_array_equal(rnd.split(key, 5), _key_data(jax_random, jr.split(jkey, 5)))
+    np.testing.assert_array_equal(rnd.split(key, (2, 3)),
+                                  _key_data(jax_random, jr.split(jkey, (2, 3))))
+    for data in (0, 1, 12345, 2**32 - 1):
+        np.testing.assert_array_equal(rnd.fold_in(key, data),
+                                      _key_data(jax_random, jr.fold_in(jkey, data)))
+
+
+def test_a_uint32_key_is_read_as_its_words(jax_random):
+    jkey = jax_random.random.key(3)
+    raw = np.asarray(jax_random.random.key_data(jkey))
+    assert raw.dtype == np.uint32
+    np.testing.assert_array_equal(rnd.split(raw, 3), _key_data(jax_random,
+                                                                jax_random.random.split(jkey, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (3, 5)])
+def test_uniform_matches_jax_bit_for_bit(jax_random, dtype, shape):
+    for seed in (0, 99):
+        got = rnd.uniform(rnd.key(seed), shape, dtype)
+        want = np.asarray(jax_random.random.uniform(jax_random.random.key(seed), shape, dtype))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype,bound", [(np.float32, 4), (np.float64, 32)])
+def test_normal_agrees_with_jax_to_a_few_eps(jax_random, dtype, bound):
+    """Not bit for bit: XLA contracts uniform's affine map and erfinv's Horner steps into
+    FMAs and has its own log1p. Measured: float32 within 2 eps, float64 within 15 eps
+    (absolute, times max(1, |x|)); most draws are identical."""
+    got = rnd.normal(rnd.key(1), (4000,), dtype)
+    want = np.asarray(jax_random.random.normal(jax_random.random.key(1), (4000,), dtype))
+    err = np.abs(got.astype(np.float64) - want) / np.maximum(1.0, np.abs(want))
+    assert err.max() <= bound * np.finfo(dtype).eps
+    assert np.mean(got == want) > 0.8
+
+
+def test_bernoulli_randint_permutation_and_uniform_ranges_match_jax(jax_random):
+    jr, jnp = jax_random.random, jax_random.numpy
+    key, jkey = rnd.key(11), jr.key(11)
+    np.testing.assert_array_equal(rnd.bernoulli(key, 0.3, (300,)),
+                                  np.asarray(jr.bernoulli(jkey, 0.3, (300,))))
+    for lo, hi in [(-5, 17), (5, 2), (-(2**31), 2**31 - 1)]:
+        np.testing.assert_array_equal(
+            rnd.randint(key, (300,), lo, hi),
+            np.asarray(jr.randint(jkey, (300,), lo, hi, dtype=jnp.int32)))
+    for n in (10, 257):
+        np.testing.assert_array_equal(rnd.permutation(key, n),
+                                      np.asarray(jr.permutation(jkey, n)))
+    rows = np.arange(24.0).reshape(6, 4)
+    np.testing.assert_array_equal(rnd.permutation(key, rows),
+                                  np.asarray(jr.permutation(jkey, rows)))
+    # uniform on [-1, 1): floats * 2 - 1 rounds once with or without XLA's fused multiply-add
+    want = jr.uniform(jkey, (500,), jnp.float64, -1.0, 1.0)
+    assert rnd.uniform(key, (500,), np.float64, -1.0, 1.0).tobytes() == np.asarray(want).tobytes()
+    for dtype in (np.float32, np.float64):
+        want = jax_random.nn.initializers.glorot_uniform()(jkey, (30, 20), dtype)
+        assert rnd.glorot_uniform(key, (30, 20), dtype).tobytes() == np.asarray(want).tobytes()
+
+
+def test_permutation_with_two_sort_rounds_matches_jax(jax_random):
+    """n > 1625 takes two rounds of sorts in JAX (3 log n / log(2**32 - 1) > 1)."""
+    got = rnd.permutation(rnd.key(2), 1700)
+    want = np.asarray(jax_random.random.permutation(jax_random.random.key(2), 1700))
+    np.testing.assert_array_equal(got, want)
+
+
+# --- strategies, jit, vmap --------------------------------------------------------------------
+
+def _draws(key):
+    return (rnd.uniform(key, (3,), np.float32), rnd.uniform(key, (2,), np.float64, -2.0, 3.0),
+            rnd.normal(key, (3,), np.float32), rnd.normal(key, (2,), np.float64),
+            rnd.randint(key, (3,), -4, 9), rnd.bernoulli(key, 0.25, (3,)),
+            rnd.permutation(key, 5), rnd.split(key, 2), rnd.fold_in(key, 3))
+
+
+def _native_draws(key):
+    """One Threefry call (the two samplers share the counters), its 32-bit xor, the float64
+    mantissa words and erfinv, at three draws per key: the native code generator loops over
+    the 3 x 32 bit planes of a row (rows of at most 64 elements are unrolled, slow to compile)."""
+    return rnd.normal(key, (3,), np.float32), rnd.uniform(key, (3,), np.float64)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_gives_the_same_bits_under_jit(strategy):
+    """A batch of keys is the pixel axis: native runs the generator in generated C. normal's
+    log1p is a transcendental, so native is held to the reference's bits under portable
+    numerics (its contract); threads runs NumPy's loops and matches under either."""
+    keys = rnd.split(rnd.key(2026), 33)
+    mode = "portable" if strategy == "native" else "native"
+    batched = ik.vmap(_native_draws if strategy == "native" else _draws)
+    compiled = ik.jit(batched, strategy=strategy, numerics=mode).lower(keys).compile()
+    with ik.numerics(mode):
+        eager = batched(keys)
+    for got, want in zip(compiled(keys), eager):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    if strategy == "native":
+        assert "isk_rem_i64" in compiled.source()  # the rounds' remainders run in C
+
+
+def test_vmap_over_keys_equals_the_loop_over_keys():
+    keys = rnd.split(rnd.key(5), 3)
+    batched = ik.vmap(_draws)(keys)
+    for i, key in enumerate(keys):
+        for b, one in zip(batched, _draws(key)):
+            assert b[i].tobytes() == np.asarray(one).tobytes()
+
+
+def test_jit_records_one_deterministic_graph():
+    key = rnd.key(0)
+    first, second = ik.trace(_native_draws, key), ik.trace(_native_draws, key)
+    assert str(first) == str(second)
+    assert len(first.inputs) == 1
+    jitted = ik.jit(_native_draws, strategy="reference")
+    for a, b, c in zip(jitted(key), jitted(key), _native_draws(key)):
+        assert a.tobytes() == b.tobytes() == np.asarray(c).tobytes()
+
+
+def test_keys_are_deterministic_and_distinct():
+    key = rnd.key(3)
+    assert rnd.uniform(key, (4,)).tobytes() == rnd.uniform(rnd.key(3), (4,)).tobytes()
+    assert not np.array_equal(rnd.uniform(key, (4,)), rnd.uniform(rnd.key(4), (4,)))
+    keys = rnd.split(key, 64)
+    assert len({tuple(k) for k in keys}) == 64 and keys.dtype == np.int64
+    assert ((keys >= 0) & (keys < 2**32)).all()
+    folded = {tuple(rnd.fold_in(key, d)) for d in range(16)}
+    assert len(folded) == 16
+
+
+def test_traced_seed_and_fold_in_data():
+    seeds = np.array([0, 42, 2**33 + 1], dtype=np.int64)
+    keys = ik.jit(ik.vmap(rnd.key), strategy="reference")(seeds)
+    np.testing.assert_array_equal(keys, np.stack([rnd.key(int(s)) for s in seeds]))
+    data = np.array([0, 7, 2**32 + 3], dtype=np.int64)
+    folded = ik.vmap(lambda d: rnd.fold_in(rnd.key(1), d))(data)
+    np.testing.assert_array_equal(folded, np.stack([rnd.fold_in(rnd.key(1), int(d) % 2**32)
+                                                    for d in data]))
+
+
+# --- distributions ----------------------------------------------------------------------------
+
+N = 100_000
+
+
+def _within(value, mean, sigma):
+    assert abs(value - mean) <= 5 * sigma, (value, mean, sigma)
+
+
+def test_uniform_moments_and_chi_square():
+    u = rnd.uniform(rnd.key(123), (N,), np.float32)
+    assert u.dtype == np.float32 and u.min() >= 0 and u.max() < 1
+    _within(u.mean(dtype=np.float64), 0.5, math.sqrt(1 / 12 / N))
+    _within(u.var(dtype=np.float64), 1 / 12, math.sqrt(1 / 180 / N))  # Var of (u-1/2)^2
+    counts = np.bincount((u * 100).astype(np.int64), minlength=100)
+    expected = N / 100
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 171.0  # chi-square with 99 degrees of freedom: P(chi2 > 171) < 1e-6
+
+
+def test_normal_moments():
+    x = rnd.normal(rnd.key(321), (N,), np.float64)
+    _within(x.mean(), 0.0, math.sqrt(1 / N))
+    _within(x.var(), 1.0, math.sqrt(2 / N))
+    _within(np.mean(np.abs(x) < 1.0), 0.6826894921370859, math.sqrt(0.22 / N))
+
+
+def test_bernoulli_randint_and_permutation():
+    b = rnd.bernoulli(rnd.key(8), 0.3, (20_000,))
+    assert b.dtype == np.bool_
+    _within(b.mean(), 0.3, math.sqrt(0.21 / 20_000))
+    r = rnd.randint(rnd.key(9), (20_000,), -3, 7)
+    assert r.dtype == np.int32 and r.min() == -3 and r.max() == 6
+    assert np.bincount(r + 3).min() > 20_000 / 10 * 0.9
+    assert rnd.randint(rnd.key(9), (4,), 0, 5, dtype=np.int64).dtype == np.int64
+    for seed in range(5):
+        p = rnd.permutation(rnd.key(seed), 50)
+        np.testing.assert_array_equal(np.sort(p), np.arange(50))
+    rows = rnd.permutation(rnd.key(1), np.arange(12.0).reshape(4, 3))
+    np.testing.assert_array_equal(np.sort(rows[:, 0]), [0.0, 3.0, 6.0, 9.0])
+    np.testing.assert_array_equal(rows[:, 1] - rows[:, 0], np.ones(4))
+
+
+@pytest.mark.parametrize("name,variance", [
+    ("glorot_uniform", 2 / (200 + 100)), ("glorot_normal", 2 / (200 + 100)),
+    ("he_normal", 2 / 200), ("lecun_normal", 1 / 200)])
+def test_initializer_variances(name, variance):
+    w = getattr(rnd, name)(rnd.key(17), (200, 100), np.float32)
+    assert w.shape == (200, 100) and w.dtype == np.float32
+    n = w.size
+    _within(w.astype(np.float64).mean(), 0.0, math.sqrt(variance / n))
+    _within(w.astype(np.float64).var(), variance, variance * math.sqrt(2 / n))
+    if name != "glorot_uniform":
+        assert np.abs(w).max() < 2 * math.sqrt(variance) / 0.87962566103423978
+
+
+def test_errors_name_the_problem_and_the_fix():
+    with pytest.raises(ShapeError, match=r"shape \(3, 2\).*vmap"):
+        rnd.uniform(rnd.split(rnd.key(0), 3), (2,))
+    with pytest.raises(DTypeError, match="not a float dtype.*float32"):
+        rnd.uniform(rnd.key(0), (2,), np.int32)
+    with pytest.raises(DTypeError, match="not an integer dtype"):
+        rnd.randint(rnd.key(0), (2,), 0, 3, dtype=np.float64)
+    with pytest.raises(ShapeError, match="at least 2 dimensions"):
+        rnd.glorot_uniform(rnd.key(0), (5,))

@@ -4,7 +4,7 @@ code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
 # deploy installs the block planner, report lines, probe and CPU budget into jit
-from . import deploy, nn, ode, optimize, scipy
+from . import deploy, nn, ode, optimize, random, scipy
 from .backends import (
     Capsule,
     Executable,
@@ -63,5 +63,5 @@ __all__ = [
     "hvp", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linearize", "numerics", "plan",
     "register_pytree_node", "register_strategy", "replay", "stop_gradient", "trace",
     "tree_flatten", "tree_map", "tree_unflatten", "unregister_strategy", "value_and_grad",
-    "verify", "vjp", "vmap", "nn", "ode", "optimize", "scipy",
+    "verify", "vjp", "vmap", "nn", "ode", "optimize", "random", "scipy",
 ]

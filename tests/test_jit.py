@@ -162,3 +162,10 @@ def test_planning_refuses_a_graph_with_an_op_outside_the_profile():
 
 
 import isokernel.ir  # noqa: E402  (used as ik.ir above)
+
+
+def test_jit_of_a_partial_has_a_name_and_runs():
+    import functools
+    f = ik.jit(functools.partial(lambda a, x: a * x, 2.0))
+    assert "lambda" in f.__name__
+    np.testing.assert_array_equal(f(np.ones(3)), 2.0 * np.ones(3))

@@ -235,3 +235,10 @@ def test_write_is_atomic(tmp_path, monkeypatch):
         save(path, {"a": np.ones(2)})
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["state.npz"]
+
+
+def test_numpy_scalars_that_subclass_python_ones_round_trip(tmp_path):
+    tree = {"lr": np.float64(0.5), "step": np.int64(3), "flag": np.bool_(True)}
+    save(tmp_path / "s.npz", tree)
+    back = load(tmp_path / "s.npz")
+    assert back == tree and type(back["lr"]) is np.float64

@@ -4,7 +4,7 @@ code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
 # deploy installs the block planner, report lines, probe and CPU budget into jit
-from . import deploy, nn, ode, optimize, random, scipy
+from . import deploy, nn, ode, optim, optimize, random, scipy
 from .backends import (
     Capsule,
     Executable,
@@ -35,6 +35,7 @@ from .ir import (
 from .ir.pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .record import ShapeDtype, replay, trace
 from .record.portable import numerics
+from .train import CheckpointError, Trainer, load, save
 from .transforms import (
     custom_jvp,
     custom_vjp,
@@ -63,5 +64,6 @@ __all__ = [
     "hvp", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linearize", "numerics", "plan",
     "register_pytree_node", "register_strategy", "replay", "stop_gradient", "trace",
     "tree_flatten", "tree_map", "tree_unflatten", "unregister_strategy", "value_and_grad",
-    "verify", "vjp", "vmap", "nn", "ode", "optimize", "random", "scipy",
+    "verify", "vjp", "vmap", "nn", "ode", "optim", "optimize", "random", "scipy", "Trainer", "save",
+    "load", "CheckpointError",
 ]

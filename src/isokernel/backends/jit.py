@@ -102,6 +102,8 @@ class Jitted:
         self._last_key = None
         self.retraces = 0
         functools.update_wrapper(self, fun)
+        if not hasattr(self, "__name__"):  # a functools.partial, a callable object
+            self.__name__ = _function_name(fun)
 
     def __call__(self, *args, **kwargs):
         if current_builder() is not None:  # inside a recording: inline

@@ -79,7 +79,7 @@ def describe(td: TreeDef) -> dict:
 def _leaf_array(leaf, where: str) -> tuple[np.ndarray, str | None]:
     """The array written for a leaf and the scalar type it came from (``int``,
     ``float``, ``bool``, ``numpy`` for a NumPy scalar, None for an array)."""
-    if isinstance(leaf, (bool, int, float)):
+    if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, np.generic):
         kind = type(leaf).__name__
         try:
             return np.asarray(leaf), kind

@@ -1,0 +1,169 @@
+"""``Trainer``: a training step — value, gradient and optimizer update — as
+one compiled executable, with the parameters and the optimizer state kept
+between steps as flat lists of arrays.
+
+``step(*batch)`` hands those lists and the batch straight to the compiled
+executable of the batch's signature (``Compiled.call_plain`` on the CPU: no
+pytree walk, no conversion) and keeps its outputs as the next step's inputs.
+The executable is ``isokernel.jit`` of ``(params, opt_state, *batch) ->
+(loss, new_params, new_state)`` written with ``value_and_grad`` and the
+optimizer's ``update``, so N steps give the bits of the same N steps written
+by hand on the same strategy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import jit
+from ..ir.pytree import tree_flatten, tree_unflatten
+from ..optim import GradientTransformation, apply_updates
+from ..transforms import value_and_grad
+from .saving import load, save
+
+NOT_AN_OPTIMIZER = ("Trainer: optimizer must be an isokernel.optim transformation (e.g. "
+                    "isokernel.optim.adam(1e-3)), got a {kind}")
+STATE_MISMATCH = ("Trainer.load({path}): the saved optimizer state has {saved} arrays where "
+                  "this optimizer keeps {expected}; load with the optimizer the file was "
+                  "trained with")
+
+
+class Trainer:
+    """``Trainer(loss_fn, params, optimizer, *, strategy="auto", has_aux=False)``.
+
+    ``loss_fn(params, *batch)`` returns a scalar loss (with ``has_aux``,
+    ``(loss, aux)``). ``step(*batch)`` runs one optimizer step and returns the
+    loss before it (with ``has_aux``, ``(loss, aux)``). ``params`` and
+    ``opt_state`` build the current pytrees on access. Other keyword arguments
+    go to ``isokernel.jit`` (``numerics=``, ``deterministic_reductions=``...).
+    """
+
+    def __init__(self, loss_fn, params, optimizer, *, strategy: str = "auto",
+                 has_aux: bool = False, **jit_options):
+        if not isinstance(optimizer, GradientTransformation):
+            raise TypeError(NOT_AN_OPTIMIZER.format(kind=type(optimizer).__name__))
+        self.loss_fn, self.optimizer, self.has_aux = loss_fn, optimizer, has_aux
+        self.strategy, self._jit_options = strategy, jit_options
+        leaves, self._param_def = tree_flatten(params)
+        self._params = [np.array(x) for x in leaves]  # own copies, never the caller's arrays
+        state = optimizer.init(tree_unflatten(self._param_def, self._params))
+        state_leaves, self._state_def = tree_flatten(state)
+        self._state = [np.array(x) for x in state_leaves]
+        self._calls: dict = {}  # batch signature -> (call, aux treedef holder)
+        self.compiled = None  # the most recently compiled step (its report says what ran)
+        self.steps = 0
+
+    def step_fn(self, params, opt_state, *batch):
+        """One step as a pure function: ``(loss, new_params, new_state)``
+        (with ``has_aux``, ``((loss, aux), new_params, new_state)``). The
+        update also gets ``value``, ``grad`` and ``value_fn`` (optax's extra
+        arguments), which only transformations that take them (L-BFGS's line
+        search) use."""
+        value, grads = value_and_grad(self.loss_fn, has_aux=self.has_aux)(params, *batch)
+        loss = value[0] if self.has_aux else value
+        updates, new_state = self.optimizer.update(
+            grads, opt_state, params, value=loss, grad=grads,
+            value_fn=lambda p: self._loss_only(p, *batch))
+        return value, apply_updates(params, updates), new_state
+
+    def _loss_only(self, params, *batch):
+        """The scalar loss, for optimizers that evaluate it (L-BFGS's line search)."""
+        value = self.loss_fn(params, *batch)
+        return value[0] if self.has_aux else value
+
+    def step(self, *batch):
+        """One optimizer step on ``batch``; the loss at the current parameters."""
+        key = _signature(batch)
+        found = self._calls.get(key)
+        if found is None:
+            found = self._compile(key, batch)
+        call, holder = found
+        outs = call([*self._params, *self._state, *_batch_leaves(batch)])
+        n_aux = holder["n_aux"]
+        first = 1 + n_aux
+        self._params = list(outs[first:first + len(self._params)])
+        self._state = list(outs[first + len(self._params):])
+        self.steps += 1
+        if not self.has_aux:
+            return outs[0]
+        return outs[0], tree_unflatten(holder["aux"], list(outs[1:first]))
+
+    def _compile(self, key, batch):
+        """Record and compile the flat step for this batch signature once."""
+        batch_leaves, batch_def = tree_flatten(batch)
+        holder = {"n_aux": 0, "aux": None}
+        def train_step(*arrays):
+            return self._flat_step(batch_def, holder, *arrays)
+        jitted = jit(train_step, strategy=self.strategy, **self._jit_options)
+        arrays = [*self._params, *self._state, *[np.asarray(x) for x in batch_leaves]]
+        compiled = jitted.lower(*arrays).compile()
+        self.compiled = compiled
+        call = compiled.call_plain if compiled.plain_ok else compiled.call_flat
+        self._calls[key] = (call, holder)
+        return call, holder
+
+    def _flat_step(self, batch_def, holder, *arrays):
+        """``step_fn`` over flat arrays, returning a flat tuple."""
+        n, m = len(self._params), len(self._params) + len(self._state)
+        params = tree_unflatten(self._param_def, arrays[:n])
+        state = tree_unflatten(self._state_def, arrays[n:m])
+        batch = tree_unflatten(batch_def, arrays[m:])
+        value, new_params, new_state = self.step_fn(params, state, *batch)
+        aux = []
+        if self.has_aux:
+            value, aux_tree = value
+            aux, holder["aux"] = tree_flatten(aux_tree)
+            holder["n_aux"] = len(aux)
+        return (value, *aux, *tree_flatten(new_params)[0], *tree_flatten(new_state)[0])
+
+    @property
+    def params(self):
+        """The current parameters (copies), in the structure they were given."""
+        return tree_unflatten(self._param_def, [np.array(x) for x in self._params])
+
+    @property
+    def opt_state(self):
+        """The current optimizer state (copies)."""
+        return tree_unflatten(self._state_def, [np.array(x) for x in self._state])
+
+    def save(self, path) -> None:
+        """The parameters and the optimizer state in one file (``isokernel.save``)."""
+        save(path, {"params": self.params, "opt_state": [np.array(x) for x in self._state],
+                    "steps": np.int64(self.steps)})
+
+    @classmethod
+    def load(cls, path, loss_fn, optimizer, *, like=None, **options) -> Trainer:
+        """A Trainer resuming from ``save``'s file: the same parameters and
+        optimizer state. ``like``: a parameter tree of the saved structure,
+        needed when the parameters hold namedtuples or dataclasses."""
+        if like is None:
+            tree = load(path)
+        else:
+            n_state = len(tree_flatten(optimizer.init(like))[0])
+            tree = load(path, like={"params": like, "opt_state": [0] * n_state, "steps": 0})
+        trainer = cls(loss_fn, tree["params"], optimizer, **options)
+        saved = tree["opt_state"]
+        if len(saved) != len(trainer._state) or any(
+                a.shape != b.shape or a.dtype != b.dtype for a, b in zip(saved, trainer._state)):
+            raise ValueError(STATE_MISMATCH.format(path=path, saved=len(saved),
+                                                   expected=len(trainer._state)))
+        trainer._state = [np.array(x) for x in saved]
+        trainer.steps = int(tree["steps"])
+        return trainer
+
+
+def _signature(batch) -> tuple:
+    """The batch's shapes and dtypes (plain arrays), else its full tree key."""
+    key = []
+    for x in batch:
+        if type(x) is not np.ndarray:
+            leaves, td = tree_flatten(batch)
+            return ("tree", td, tuple((np.shape(v), np.asarray(v).dtype) for v in leaves))
+        key.append((x.shape, x.dtype))
+    return tuple(key)
+
+
+def _batch_leaves(batch) -> list:
+    if all(type(x) is np.ndarray for x in batch):
+        return list(batch)
+    return [np.asarray(x) for x in tree_flatten(batch)[0]]

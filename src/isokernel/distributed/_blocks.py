@@ -1,0 +1,151 @@
+"""Fixed row blocks, the per-block gradient and the fixed combine tree.
+
+Everything here runs the same way in the driver process
+(``reference_value_and_grad``) and on a Dask worker, so the two give the
+same bits: the blocks depend only on the batch size and ``block_rows``, each
+block runs the same jitted function, and the partial results combine in a
+tree over block index alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from numbers import Integral
+
+import numpy as np
+
+from ..backends import jit
+from ..ir.pytree import tree_flatten, tree_unflatten
+from ..transforms import value_and_grad
+
+REDUCTIONS = ("mean", "sum")
+BAD_REDUCTION = ("distributed.value_and_grad: reduction={got!r}; use 'mean' (the sum of the "
+                 "per-example losses divided by the row count) or 'sum'")
+BAD_BLOCK_ROWS = ("distributed.value_and_grad: block_rows={got!r}; give a whole number of rows "
+                  "of at least 1 (e.g. 1024)")
+BAD_ROWS = ("distributed.value_and_grad: the sharded arguments {argnums} have {rows} rows along "
+            "axis 0; they must all have the same number of rows (at least 1)")
+SHARDED_ARGNUM = ("distributed.value_and_grad: argnums {argnums} and shard_argnums {shard} "
+                  "overlap; differentiate with respect to the parameters, not the batch")
+NEEDS_THREADPOOLCTL = ("isokernel.distributed needs threadpoolctl to run BLAS on one thread "
+                       "(the same bits on the driver and on the workers): pip install "
+                       "threadpoolctl")
+DEFAULT_BLOCK_ROWS = 1024
+_CONTROLLER = None  # threadpoolctl's view of the loaded BLAS libraries, made once
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a worker needs to compute a block: the user's loss, which
+    arguments to differentiate, and the ``isokernel.jit`` options."""
+    fun: object
+    argnums: object
+    strategy: str
+    jit_options: tuple
+
+
+def check_options(reduction, block_rows, argnums, shard_argnums) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(BAD_REDUCTION.format(got=reduction))
+    if isinstance(block_rows, bool) or not isinstance(block_rows, Integral) or block_rows < 1:
+        raise ValueError(BAD_BLOCK_ROWS.format(got=block_rows))
+    nums = set(argnums) if isinstance(argnums, tuple) else {argnums}
+    if nums & set(shard_argnums):
+        raise ValueError(SHARDED_ARGNUM.format(argnums=argnums, shard=shard_argnums))
+
+
+def row_count(args: tuple, shard_argnums: tuple) -> int:
+    rows = {np.shape(args[i])[0] if np.ndim(args[i]) else 0 for i in shard_argnums}
+    if len(rows) != 1 or 0 in rows:
+        raise ValueError(BAD_ROWS.format(argnums=shard_argnums, rows=sorted(rows)))
+    return rows.pop()
+
+
+def block_bounds(rows: int, block_rows: int) -> list[tuple[int, int]]:
+    """``[k·B, min(N, (k+1)·B))`` for k = 0 … ⌈N/B⌉ − 1: fixed by the data
+    size and the block size, never by the worker count."""
+    return [(lo, min(rows, lo + block_rows)) for lo in range(0, rows, block_rows)]
+
+
+def batch_key(args: tuple, shard_argnums: tuple) -> tuple:
+    """Shape, dtype and a 128-bit BLAKE2 digest of every sharded argument's
+    bytes: the same key means the blocks already on the workers hold this
+    batch (a copy with the same values included; an array changed in place
+    is a new batch). One pass over the batch per call."""
+    return tuple(_fingerprint(np.ascontiguousarray(args[i])) for i in shard_argnums)
+
+
+def _fingerprint(array: np.ndarray) -> tuple:
+    digest = hashlib.blake2b(array.reshape(-1).view(np.uint8), digest_size=16).hexdigest()
+    return array.shape, array.dtype.str, digest
+
+
+def split_blocks(args: tuple, shard_argnums: tuple, block_rows: int) -> list[tuple]:
+    """Per block, the contiguous rows of each sharded argument (the driver's
+    copy, from which lost blocks are sent again)."""
+    rows = row_count(args, shard_argnums)
+    return [tuple(np.ascontiguousarray(np.asarray(args[i])[lo:hi]) for i in shard_argnums)
+            for lo, hi in block_bounds(rows, block_rows)]
+
+
+def build(spec: Spec):
+    """The jitted value and gradient of the block loss, with deterministic
+    reductions (the same bits for any number of threads inside a worker)."""
+    return jit(value_and_grad(spec.fun, argnums=spec.argnums), strategy=spec.strategy,
+               deterministic_reductions=True, **dict(spec.jit_options))
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread. OpenBLAS and MKL sum a
+    matrix product's inner dimension in an order that depends on their
+    thread count, and Dask's worker processes run them on one thread: the
+    driver's reference must too."""
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            raise ImportError(NEEDS_THREADPOOLCTL) from None
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+def run_block(compiled, shard_argnums: tuple, args: tuple, block: tuple):
+    """``(loss, gradient leaves)`` of one block, as NumPy arrays, with BLAS on
+    one thread."""
+    full = list(args)
+    for i, part in zip(shard_argnums, block):
+        full[i] = part
+    with one_blas_thread():
+        loss, grads = compiled(*full)
+    leaves, _ = tree_flatten(grads)
+    return np.asarray(loss), [np.asarray(x) for x in leaves]
+
+
+def pairwise(values: list):
+    """The fixed combine tree over block index: adjacent pairs
+    ``(0+1), (2+3), …`` level by level, an odd last element carried up
+    unchanged. A node at level L holds blocks ``[k·2^L, (k+1)·2^L)``."""
+    level = list(values)
+    while len(level) > 1:
+        paired = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
+
+
+def combine(partials: list, rows: int, reduction: str, grad_tree):
+    """Combine the per-block ``(loss, leaves)`` in the fixed tree, then divide
+    by the row count for ``mean``; the gradient gets the parameters' structure."""
+    loss = pairwise([p[0] for p in partials])
+    leaves = [pairwise([p[1][j] for p in partials]) for j in range(len(partials[0][1]))]
+    if reduction == "mean":
+        loss = np.divide(loss, np.asarray(rows, loss.dtype))
+        leaves = [np.divide(x, np.asarray(rows, x.dtype)) for x in leaves]
+    return np.asarray(loss), tree_unflatten(grad_tree, [np.asarray(x) for x in leaves])
+
+
+def grad_structure(args: tuple, argnums):
+    """The pytree structure of the gradient: of ``args[argnums]``, or a tuple of them."""
+    target = tuple(args[i] for i in argnums) if isinstance(argnums, tuple) else args[argnums]
+    return tree_flatten(target)[1]

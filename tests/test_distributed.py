@@ -1,0 +1,281 @@
+"""isokernel.distributed: loss and gradient on a Dask LocalCluster are the
+bits of one process for 1, 2 and 3 workers; the batch is sent once; a killed
+worker's blocks are sent again and give the same bits; no worker is an error.
+
+Each cluster test starts its own LocalCluster of processes (one thread
+each) and shuts it down; timeouts are generous so a busy machine is slow,
+not red."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import isokernel as ik
+import isokernel.numpy as inp
+
+distributed = pytest.importorskip("distributed")
+
+from isokernel import distributed as dist  # noqa: E402
+
+ROWS, BLOCK = 700, 128  # 6 blocks, the last one ragged (60 rows)
+TIMEOUT = 120  # seconds a busy machine may take to start or answer
+
+
+def mlp_loss(params, x, y):
+    """The sum over the block's rows of a one-hidden-layer MLP's squared error."""
+    w1, b1, w2 = params
+    h = inp.tanh(x @ w1 + b1)
+    r = h @ w2 - y
+    return inp.sum(r * r)
+
+
+def problem(dtype, rows=ROWS, seed=0):
+    rng = np.random.default_rng(seed)
+    params = (rng.normal(size=(6, 12)).astype(dtype), rng.normal(size=12).astype(dtype),
+              (0.3 * rng.normal(size=(12, 1))).astype(dtype))
+    x = rng.normal(size=(rows, 6)).astype(dtype)
+    y = rng.normal(size=(rows, 1)).astype(dtype)
+    return params, x, y
+
+
+def same_bits(a, b) -> bool:
+    la, lb = ik.tree_flatten(a)[0], ik.tree_flatten(b)[0]
+    return len(la) == len(lb) and all(
+        np.asarray(p).dtype == np.asarray(q).dtype and np.asarray(p).tobytes()
+        == np.asarray(q).tobytes() for p, q in zip(la, lb))
+
+
+def reference(dtype, **options):
+    params, x, y = problem(dtype)
+    ref = dist.reference_value_and_grad(mlp_loss, shard_argnums=(1, 2), block_rows=BLOCK,
+                                        **options)
+    return ref(params, x, y)
+
+
+class Cluster:
+    """A LocalCluster of ``n`` worker processes with a client, shut down on exit."""
+
+    def __init__(self, n: int):
+        with dist.quiet_workers():
+            self.cluster = distributed.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                death_timeout=TIMEOUT)
+        self.client = distributed.Client(self.cluster, timeout=TIMEOUT)
+        self.client.wait_for_workers(n, timeout=TIMEOUT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.client.close()
+        self.cluster.close()
+
+    def worker_pids(self) -> dict:
+        return self.client.run(os.getpid)
+
+
+def distributed_vg(client, **options):
+    return dist.value_and_grad(mlp_loss, client=client, shard_argnums=(1, 2), block_rows=BLOCK,
+                               worker_timeout=TIMEOUT, **options)
+
+
+# ------------------------------------------------------------- no cluster
+
+
+def test_blocks_are_fixed_by_the_row_count_alone():
+    assert dist.block_bounds(700, 128) == [(0, 128), (128, 256), (256, 384), (384, 512),
+                                           (512, 640), (640, 700)]
+    assert dist.block_bounds(128, 128) == [(0, 128)]
+
+
+def test_the_combine_tree_pairs_adjacent_blocks_level_by_level():
+    class Term:
+        def __init__(self, text):
+            self.text = text
+
+        def __add__(self, other):
+            return Term(f"({self.text}+{other.text})")
+
+    order = dist.pairwise([Term(str(i)) for i in range(7)]).text
+    assert order == "(((0+1)+(2+3))+((4+5)+6))"
+
+
+def test_the_reference_is_the_written_tree_of_jitted_block_gradients():
+    """Independent of the package's combine: per-block jitted value_and_grad,
+    the tree written out by hand for 6 blocks, then the mean."""
+    params, x, y = problem(np.float64)
+    block = ik.jit(ik.value_and_grad(mlp_loss), strategy="reference",
+                   deterministic_reductions=True)
+    parts = [block(params, x[lo:lo + BLOCK], y[lo:lo + BLOCK]) for lo in range(0, ROWS, BLOCK)]
+
+    def tree(v):
+        return ((v[0] + v[1]) + (v[2] + v[3])) + (v[4] + v[5])
+
+    loss = tree([np.asarray(p[0]) for p in parts]) / np.float64(ROWS)
+    grads = [tree([p[1][j] for p in parts]) / np.float64(ROWS) for j in range(3)]
+    got_loss, got_grads = reference(np.float64)
+    assert same_bits(got_loss, loss) and same_bits(list(got_grads), grads)
+    whole = ik.value_and_grad(mlp_loss)(params, x, y)
+    assert abs(float(got_loss) * ROWS - float(whole[0])) < 1e-9 * abs(float(whole[0]))
+
+
+def test_bad_options_are_refused_naming_the_fix():
+    with pytest.raises(ValueError, match="reduction='median'.*'mean'"):
+        dist.value_and_grad(mlp_loss, client="local", reduction="median")
+    with pytest.raises(ValueError, match="block_rows=0"):
+        dist.value_and_grad(mlp_loss, client="local", block_rows=0)
+    with pytest.raises(ValueError, match="overlap"):
+        dist.value_and_grad(mlp_loss, client="local", argnums=1)
+    with pytest.raises(TypeError, match="dask.distributed.Client"):
+        dist.value_and_grad(mlp_loss, client="tcp://nowhere:1")
+
+
+# ---------------------------------------------------------------- clusters
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_loss_and_gradients_are_the_single_process_bits(workers):
+    expected = {dt: reference(dt) for dt in (np.float32, np.float64)}
+    with Cluster(workers) as c:
+        holders = set()
+        for dt in (np.float32, np.float64):
+            vg = distributed_vg(c.client)
+            got = vg(*problem(dt)[:1], *problem(dt)[1:])
+            assert got[0].dtype == dt and same_bits(got, expected[dt]), (workers, dt)
+            holders |= {w for w, keys in c.client.has_what().items() if keys}
+            vg.close()
+        assert len(holders) == workers  # every worker held blocks: the work was spread
+
+
+def wide_problem():
+    """Matrix products big enough for OpenBLAS to use several threads, whose
+    float32 bits then depend on the thread count."""
+    rng = np.random.default_rng(1)
+    params = ((0.1 * rng.normal(size=(64, 32))).astype(np.float32),
+              np.zeros(32, np.float32), (0.1 * rng.normal(size=(32, 1))).astype(np.float32))
+    x = rng.normal(size=(2 * 2048, 64)).astype(np.float32)
+    return params, x, rng.normal(size=(2 * 2048, 1)).astype(np.float32)
+
+
+def scaled_loss(params, x, scale, y):
+    """An unsharded argument (``scale``) between two sharded ones."""
+    return mlp_loss(params, x * scale, y)
+
+
+def test_native_strategy_sum_reduction_and_wide_products_on_two_workers():
+    expected = reference(np.float64, strategy="native", reduction="sum")
+    wide = dist.reference_value_and_grad(mlp_loss, shard_argnums=(1, 2), block_rows=2048)
+    wide_expected = wide(*wide_problem())
+    params, x, y = problem(np.float64)
+    scale = np.linspace(0.5, 1.5, 6)
+    options = dict(shard_argnums=(1, 3), block_rows=BLOCK, argnums=(0, 2))
+    scaled = dist.reference_value_and_grad(scaled_loss, **options)(params, x, scale, y)
+    with Cluster(2) as c:
+        vg_scaled = dist.value_and_grad(scaled_loss, client=c.client, worker_timeout=TIMEOUT,
+                                        **options)
+        got = vg_scaled(params, x, scale, y)
+        assert same_bits(got, scaled) and got[1][1].shape == (6,)
+        vg = distributed_vg(c.client, strategy="native", reduction="sum")
+        assert same_bits(vg(*problem(np.float64)), expected)
+        vg_wide = dist.value_and_grad(mlp_loss, client=c.client, shard_argnums=(1, 2),
+                                      block_rows=2048, worker_timeout=TIMEOUT)
+        assert same_bits(vg_wide(*wide_problem()), wide_expected)
+
+
+def test_blocks_run_with_blas_on_one_thread():
+    from threadpoolctl import threadpool_info
+
+    from isokernel.distributed import _blocks
+    with _blocks.one_blas_thread():
+        assert {lib["num_threads"] for lib in threadpool_info()
+                if lib["user_api"] == "blas"} == {1}
+
+
+def test_the_batch_is_sent_once_and_again_only_when_it_changes(capsys):
+    params, x, y = problem(np.float32)
+    with Cluster(2) as c:
+        vg = distributed_vg(c.client, progress=True)
+        first = vg(params, x, y)
+        keys = vg.block_keys
+        second = vg(tuple(p * 0.5 for p in params), x.copy(), y)  # same values: not sent
+        assert vg.blocks_sent == 6 and vg.block_keys == keys and len(set(keys)) == 6
+        assert set(keys) <= {k for held in c.client.has_what().values() for k in held}
+        assert not same_bits(first, second)  # the new parameters reached the workers
+        x2 = x.copy()
+        x2[3, 1] += 1.0  # same shape, new data: the blocks are sent again
+        vg(params, x2, y)
+        assert vg.blocks_sent == 12
+    err = capsys.readouterr().err
+    assert "call 2: 6 blocks of 128 rows (700 rows) on 2 workers" in err
+    assert "0 blocks sent" in err and "6 blocks sent" in err
+
+
+def killing_loss(flag: str):
+    """``mlp_loss`` whose recording on a worker kills that worker's process
+    once: the first to claim ``flag`` (an atomic rename) dies mid-call."""
+    def loss(params, x, y):
+        try:
+            os.rename(flag, flag + ".taken")
+        except FileNotFoundError:
+            return mlp_loss(params, x, y)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return loss
+
+
+def test_a_worker_killed_mid_call_gives_the_same_bits(tmp_path):
+    expected = reference(np.float64)
+    flag = str(tmp_path / "kill-one-worker")
+    with Cluster(3) as c:
+        open(flag, "w").close()
+        vg = dist.value_and_grad(killing_loss(flag), client=c.client, shard_argnums=(1, 2),
+                                 block_rows=BLOCK, worker_timeout=TIMEOUT)
+        args = problem(np.float64)
+        got = vg(*args)
+        assert os.path.exists(flag + ".taken")  # a worker did die during the call
+        assert same_bits(got, expected)
+        holder = next(w for w, keys in c.client.has_what().items()
+                      if set(keys) & set(vg.block_keys))
+        os.kill(c.worker_pids()[holder], signal.SIGKILL)  # between calls, with its blocks
+        sent = vg.blocks_sent
+        assert same_bits(vg(*args), expected)
+        assert vg.blocks_sent > sent  # the lost blocks were sent again from the driver
+
+
+def failing_loss(params, x, y):
+    raise ValueError("no y for this model")
+
+
+def test_a_failing_loss_and_no_worker_left_are_clear_errors():
+    with Cluster(1) as c:
+        vg = dist.value_and_grad(mlp_loss, client=c.client, shard_argnums=(1, 2),
+                                 block_rows=BLOCK, worker_timeout=2.0)
+        vg(*problem(np.float64))
+        failing = dist.value_and_grad(failing_loss, client=c.client, shard_argnums=(1, 2),
+                                      block_rows=BLOCK, worker_timeout=TIMEOUT)
+        with pytest.raises(RuntimeError, match=r"block \d+ \(rows \d+:\d+\) failed.*no y"):
+            failing(*problem(np.float64))
+        c.cluster.scale(0)
+        deadline = time.monotonic() + TIMEOUT
+        while c.client.scheduler_info(n_workers=-1)["workers"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with pytest.raises(dist.NoWorkerError, match="no Dask worker is left.*cluster.scale"):
+            vg(*problem(np.float64))
+
+
+def test_local_starts_and_closes_its_own_cluster():
+    vg = dist.value_and_grad(mlp_loss, client="local", n_workers=1, shard_argnums=(1, 2),
+                             block_rows=BLOCK, worker_timeout=TIMEOUT)
+    cluster = vg.client.cluster
+    try:
+        assert same_bits(vg(*problem(np.float32)), reference(np.float32))
+    finally:
+        vg.close()
+    assert cluster.status.name == "closed"
+    with pytest.raises(RuntimeError, match="was closed"):
+        vg(*problem(np.float32))

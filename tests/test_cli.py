@@ -65,3 +65,48 @@ def test_run_help_describes_overwrite():
     run = subprocess.run([sys.executable, "-m", "isokernel.cli", "run", "--help"],
                          capture_output=True, text=True, check=True)
     assert "--overwrite" in run.stdout and "isokernel_manifest" in run.stdout
+
+
+def test_quickstart_mlp_prints_losses_and_the_capsules_that_ran(capsys):
+    argv = ["quickstart-mlp", "--device", "cpu", "--steps", "2", "--seed", "2026",
+            "--show-backend"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    losses = [float(line.split("loss ")[1]) for line in out.splitlines()
+              if line.startswith("step ")]
+    assert len(losses) == 2 and losses[1] < losses[0]  # Adam(1e-2) lowers the loss at once
+    assert "isokernel report: train_step" in out and "on cpu" in out
+    assert "capsules that ran:" in out and "tanh:" in out
+    assert main(argv) == 0
+    again = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert again == [f"step {i + 1}: loss {x:.6f}" for i, x in enumerate(losses)]  # the seed
+
+
+def test_quickstart_mlp_without_show_backend_prints_no_report(capsys):
+    assert main(["quickstart-mlp", "--steps", "1", "--strategy", "reference"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1: loss" in out and "capsules that ran" not in out
+
+
+@pytest.mark.parametrize("device,message", [
+    ("metal", "isokernel runs on cpu and cuda"),
+    ("gpu", "use one of cpu, cuda"),
+])
+def test_quickstart_mlp_refuses_an_unavailable_device_with_the_fix(device, message, capsys):
+    assert main(["quickstart-mlp", "--device", device, "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_quickstart_mlp_without_cupy_names_the_install(capsys):
+    import importlib.util
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed: cuda may be available here")
+    assert main(["quickstart-mlp", "--device", "cuda", "--steps", "1"]) == 2
+    assert "pip install 'isokernel[cuda]'" in capsys.readouterr().err
+
+
+def test_quickstart_mlp_help():
+    run = subprocess.run([sys.executable, "-m", "isokernel.cli", "quickstart-mlp", "--help"],
+                         capture_output=True, text=True, check=True)
+    assert "--show-backend" in run.stdout and "--device" in run.stdout

@@ -10,6 +10,7 @@ import threading
 
 from .ir import IsokernelError
 from .models.demo import run_demo
+from .models.quickstart_mlp import quickstart_mlp
 from .models.run import ChunkError, parse_chunks, stage5_model
 from .models.run import run as run_model
 from .reports import devices_table, report_function
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip the measured run (static figures only)")
     _demo_parser(sub)
     _run_parser(sub)
+    _quickstart_parser(sub)
     return parser
 
 
@@ -108,6 +110,25 @@ def _run_parser(sub) -> None:
                           "anything else is refused even then")
 
 
+def _quickstart_parser(sub) -> None:
+    quick = sub.add_parser(
+        "quickstart-mlp", help="train a small MLP on synthetic data; show what ran",
+        description="Train a 4-16-16-1 tanh MLP on synthetic regression data (y = sin of a "
+                    "random projection of x, drawn with isokernel.random) with Adam, one "
+                    "compiled isokernel.Trainer step per step, and print the loss of each "
+                    "step; with --show-backend, the compiled step's report: the strategy and "
+                    "the capsules that ran.")
+    quick.add_argument("--device", default="cpu",
+                       help="cpu, cuda or cuda:N (default cpu); an unavailable device is "
+                            "refused with the reason and the fix, never replaced by another")
+    quick.add_argument("--strategy", default="auto",
+                       help="strategy for the step (default auto: the device's fastest)")
+    quick.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
+    quick.add_argument("--seed", type=int, default=0, help="data and initialization seed")
+    quick.add_argument("--show-backend", action="store_true",
+                       help="print the compiled step's report (strategy, capsules that ran)")
+
+
 def _terminated(signum, frame) -> None:
     """SIGTERM (a batch scheduler's time limit, ``kill``) unwinds like Ctrl-C,
     so a run removes its temporaries before the process ends."""
@@ -147,6 +168,8 @@ def _dispatch(args) -> None:
                   parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
                   progress=not args.no_progress, strategy=args.strategy,
                   overwrite=args.overwrite)
+    elif args.command == "quickstart-mlp":
+        quickstart_mlp(args.device, args.strategy, args.steps, args.seed, args.show_backend)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ slicing; ``contract=True`` changes the bits of ``a*b + c`` and says so;
 
 from __future__ import annotations
 
+import platform
+import re
+import subprocess
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -245,3 +249,153 @@ def test_ops_without_exact_c_run_whole_by_the_reference():
     assert "dot_general: numpy.matmul" in text and "pow: numpy.power" in text
     assert "split along axis 0" in text
 
+
+
+# --- rows read and written by columns -----------------------------------------------------
+
+def _systems(pixels: int, seed: int = 4):
+    """Per-pixel 3x3 matrices (9 interleaved values a pixel) and 3-vectors."""
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(pixels, 3, 3))
+    return m @ np.swapaxes(m, -1, -2) + 3 * np.eye(3), rng.normal(size=(pixels, 3))
+
+
+def test_per_pixel_solve_reads_its_matrices_by_columns_with_the_reference_bits():
+    """The 9 values of a pixel's matrix would keep the block's loop scalar:
+    the block copies them into one column per element, and the per-element
+    function reads the columns. A row of 3 stays interleaved (GCC
+    vectorizes it). Copies change no value: the reference's bits, for
+    every worker count and a last partial block."""
+    solve = ik.vmap(inp.linalg.solve)
+    a, b = _systems(1000)
+    want = ik.jit(solve, strategy="reference")(a, b)
+    compiled = ik.jit(solve, strategy="native").lower(a, b).compile()
+    text = compiled.source()
+    assert "isk_c_in1[k * ISK_BLOCK + j] = in1[j * 9 + k];" in text
+    assert "const double v0_8 = in1[8 * ISK_BLOCK + i];  // row of %0 input" in text
+    assert "const double v1_2 = in0[i * 3 + 2];  // row of %1 input" in text
+    assert "isk_c_in0" not in text and "isk_c_out0" not in text
+    for workers in (1, 2, 3):
+        got = ik.jit(solve, strategy="native", workers=workers)(a, b)
+        assert bit_identical(got, want)
+    prefix = ik.jit(solve, strategy="native", workers=1)(a[:300], b[:300])
+    assert bit_identical(prefix, want[:300])
+
+
+def _rows_of_six(x, y):
+    """Rows of 5 in, rows of 6 out (a concatenation), and a row of 3 out."""
+    z = inp.concatenate([x * y[:, :1] - 0.5, inp.sqrt(inp.abs(x[:, :1]))], axis=1)
+    return z, x[:, 1:4] / y
+
+
+def test_outputs_are_written_by_columns_and_copied_back_unchanged():
+    """An output row of 6: the per-element function writes columns, the
+    block copies them back to rows; NaN payloads, infinities, signed zeros
+    and subnormals come through bit for bit."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(777, 5))
+    x.ravel()[:8] = [np.nan, -np.inf, np.inf, -0.0, 5e-324, -5e-324, 1e308, -1e-310]
+    x.ravel()[8] = np.frombuffer(np.uint64(0x7FF8DEADBEEF0001).tobytes(), np.float64)[0]
+    y = rng.normal(size=(777, 3))
+    compiled = ik.jit(_rows_of_six, strategy="native").lower(x, y).compile()
+    text = compiled.source()
+    assert "isk_c_in1[k * ISK_BLOCK + j] = in1[j * 5 + k];" in text  # x: 5 a row
+    assert "in0[i * 3 + 2]" in text and "isk_c_in0" not in text  # y: 3 a row
+    assert "out0[j * 6 + k] = isk_c_out0[k * ISK_BLOCK + j];" in text
+    assert "out1[i * 3 + 0] = " in text  # a row of 3: interleaved, as before
+    want = ik.jit(_rows_of_six, strategy="reference")(x, y)
+    for got, ref in zip(compiled(x, y), want):
+        assert bit_identical(got, ref)
+
+
+def _three_long_rows(x, y, z):
+    return x * 2.0 + y, y - z, z * x
+
+
+def test_column_arrays_stay_within_the_block_budget():
+    """Rows of 63 float64: 126 KiB of columns each a block; two fit the
+    256 KiB budget, the third input and the outputs keep their rows."""
+    rng = np.random.default_rng(8)
+    x, y, z = (rng.normal(size=(300, 63)) for _ in range(3))
+    compiled = ik.jit(_three_long_rows, strategy="native").lower(x, y, z).compile()
+    text = compiled.source()
+    assert "double isk_c_in0[ISK_BLOCK * 63];" in text
+    assert "double isk_c_in1[ISK_BLOCK * 63];" in text
+    assert "isk_c_in2" not in text and "isk_c_out" not in text
+    assert "in2[i * 63 + 62]" in text
+    want = ik.jit(_three_long_rows, strategy="reference")(x, y, z)
+    for got, ref in zip(compiled(x, y, z), want):
+        assert bit_identical(got, ref)
+
+
+def _gcc() -> codegen.Compiler | None:
+    """The strategy's compiler when it is GCC on x86-64."""
+    if codegen.unavailable_reason() is not None:
+        return None
+    cc = codegen.current_compiler()
+    said = subprocess.run([cc.path, "-v"], capture_output=True, text=True).stderr
+    gcc = any(line.startswith("gcc version") for line in said.splitlines())
+    return cc if gcc and platform.machine() == "x86_64" else None
+
+
+@pytest.mark.skipif(_gcc() is None, reason="GCC on x86-64 (its vectorizer's report)")
+def test_the_block_loop_of_a_per_pixel_solve_vectorizes(tmp_path):
+    """GCC's own report (``-fopt-info-vec``) on the kernel, compiled with
+    the strategy's flags: the block's loop over the rows is vectorized."""
+    a, b = _systems(8)
+    text = ik.jit(ik.vmap(inp.linalg.solve), strategy="native").lower(a, b).compile().source()
+    lines = text.splitlines()
+    call = next(k for k, line in enumerate(lines) if "_point(j, in0, isk_c_in1, out0);" in line)
+    assert lines[call - 1] == "    for (int64_t j = 0; j < ISK_BLOCK; j++)"
+    source = tmp_path / "solve.c"
+    source.write_text(text)
+    cc = _gcc()
+    done = subprocess.run([cc.path, *cc.flags(False), "-fopt-info-vec-optimized", str(source),
+                           "-o", str(tmp_path / "solve.so")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert re.search(rf"solve\.c:{call}:\d+: optimized: loop vectorized", done.stderr)
+
+
+def _quartic_root(c, x0):
+    """Newton on c0 + c1 x + ... + c4 x^4 (5 coefficients a pixel), one
+    ``while`` per pixel under ``vmap``."""
+    def step(state):
+        x, _ = state
+        p, d = c[4], 0.0 * x
+        for k in (3, 2, 1, 0):
+            d, p = d * x + p, p * x + c[k]
+        return x - p / d, p / d
+    return ik.while_loop(lambda s: inp.abs(s[1]) > 1e-12, step, (x0, inp.ones_like(x0)))[0]
+
+
+def _shrink(v, tol):
+    """A carry of 5 a pixel, mixed with its reverse until its first element is small."""
+    def step(state):
+        w, k = state
+        return w * 0.75 + w[::-1] * 0.125, k + 1.0
+    def running(state):
+        return (inp.abs(state[0][0]) > tol) & (state[1] < 60.0)
+    return ik.while_loop(running, step, (v, 0.0 * tol))[0]
+
+
+def test_staged_block_reads_its_rows_and_carries_by_columns():
+    """A staged block's step reads a pixel's 5 coefficients from the
+    block's columns, and carries of 5 live in block arrays by columns, so
+    the step vectorizes; the reference's bits, tail block included."""
+    rng = np.random.default_rng(9)
+    c = rng.uniform(-1, 1, (700, 5))
+    c[:, 1] += 4.0 * np.sign(c[:, 1])
+    v, tol = rng.normal(size=(700, 5)), rng.uniform(1e-3, 1e-1, 700)
+    sources = []
+    for fn, args in ((_quartic_root, (c, np.zeros(700))), (_shrink, (v, tol))):
+        compiled = ik.jit(ik.vmap(fn), strategy="native").lower(*args).compile()
+        want = ik.jit(ik.vmap(fn), strategy="reference")(*args)
+        assert bit_identical(compiled(*args), want)
+        sources.append(compiled.source())
+        assert "while (isk_running(isk_l" in sources[-1]
+    root, shrink = sources
+    assert "isk_c_in1[k * ISK_BLOCK + j] = in1[j * 5 + k];" in root
+    assert "_s1s_point(j, isk_c_in1, isk_l1, isk_l2, isk_l3);" in root
+    assert "const double a0_4 = out0[4 * ISK_BLOCK + i];  // carry: %" in shrink
+    assert "double isk_l1[ISK_BLOCK * 5];  /* between the stages, by columns */" in shrink
+    assert "out0[j * 5 + k] = isk_c_out0[k * ISK_BLOCK + j];" in shrink

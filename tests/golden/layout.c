@@ -27,33 +27,41 @@ ISK_INLINE float isk_bits_f32(uint32_t bits)
 
 ISK_INLINE void isk_layout_r0_point(int64_t i, const float *restrict in0, float *restrict out0)
 {
-    const float v0_0 = in0[i * 6 + 0];  // row of %0 input
-    const float v0_1 = in0[i * 6 + 1];  // row of %0 input
-    const float v0_2 = in0[i * 6 + 2];  // row of %0 input
-    const float v0_3 = in0[i * 6 + 3];  // row of %0 input
-    const float v0_4 = in0[i * 6 + 4];  // row of %0 input
-    const float v0_5 = in0[i * 6 + 5];  // row of %0 input
+    const float v0_0 = in0[0 * ISK_BLOCK + i];  // row of %0 input
+    const float v0_1 = in0[1 * ISK_BLOCK + i];  // row of %0 input
+    const float v0_2 = in0[2 * ISK_BLOCK + i];  // row of %0 input
+    const float v0_3 = in0[3 * ISK_BLOCK + i];  // row of %0 input
+    const float v0_4 = in0[4 * ISK_BLOCK + i];  // row of %0 input
+    const float v0_5 = in0[5 * ISK_BLOCK + i];  // row of %0 input
     const float v6_0 = (v0_3 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
     const float v6_1 = (v0_0 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
     const float v6_2 = (v0_4 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
     const float v6_3 = (v0_1 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
     const float v6_4 = (v0_5 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
     const float v6_5 = (v0_2 * isk_bits_f32(0x7f800000u));  // %6 mul @ models.py:33
-    out0[i * 9 + 0] = v0_3;
-    out0[i * 9 + 1] = v6_0;
-    out0[i * 9 + 2] = v6_1;
-    out0[i * 9 + 3] = v0_4;
-    out0[i * 9 + 4] = v6_2;
-    out0[i * 9 + 5] = v6_3;
-    out0[i * 9 + 6] = v0_5;
-    out0[i * 9 + 7] = v6_4;
-    out0[i * 9 + 8] = v6_5;
+    out0[0 * ISK_BLOCK + i] = v0_3;
+    out0[1 * ISK_BLOCK + i] = v6_0;
+    out0[2 * ISK_BLOCK + i] = v6_1;
+    out0[3 * ISK_BLOCK + i] = v0_4;
+    out0[4 * ISK_BLOCK + i] = v6_2;
+    out0[5 * ISK_BLOCK + i] = v6_3;
+    out0[6 * ISK_BLOCK + i] = v0_5;
+    out0[7 * ISK_BLOCK + i] = v6_4;
+    out0[8 * ISK_BLOCK + i] = v6_5;
 }
 
 static __attribute__((noinline)) void isk_layout_r0_block(const float *restrict in0, float *restrict out0)
 {
+    float isk_c_in0[ISK_BLOCK * 6];  /* in0 by columns: element k of row j at k * ISK_BLOCK + j */
+    for (int64_t k = 0; k < 6; k++)  /* in0: rows to columns */
+        for (int64_t j = 0; j < ISK_BLOCK; j++)
+            isk_c_in0[k * ISK_BLOCK + j] = in0[j * 6 + k];
+    float isk_c_out0[ISK_BLOCK * 9];  /* out0 by columns: element k of row j at k * ISK_BLOCK + j */
     for (int64_t j = 0; j < ISK_BLOCK; j++)
-        isk_layout_r0_point(j, in0, out0);
+        isk_layout_r0_point(j, isk_c_in0, isk_c_out0);
+    for (int64_t k = 0; k < 9; k++)  /* out0: rows from columns */
+        for (int64_t j = 0; j < ISK_BLOCK; j++)
+            out0[j * 9 + k] = isk_c_out0[k * ISK_BLOCK + j];
 }
 
 static void isk_layout_r0_tail(const float *restrict in0, float *restrict out0, int64_t i, int64_t end)

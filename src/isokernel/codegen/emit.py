@@ -42,6 +42,7 @@ and its helpers raise the flags NumPy's loops raise (``HOST_HELPERS``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import re
@@ -50,8 +51,8 @@ from dataclasses import replace as dataclass_replace
 
 import numpy as np
 
-from ..ir import EVAL, Graph, Node, Op, dtypes
-from ..ir.ops import CONTROL, ELEMENTWISE, LAYOUT, LEAF, REDUCE, TABLE
+from ..ir import EVAL, Graph, Node, Op, dtypes, subgraphs, walk
+from ..ir.ops import CONTROL, ELEMENTWISE, LAYOUT, LEAF, REDUCE, TABLE, TRANSCENDENTAL
 from .c_expr import (
     C_EXPR,
     CTYPE,
@@ -139,16 +140,19 @@ class Declare:
 @dataclass(frozen=True)
 class Assign:
     """``target = expr;``: a store to a mutable variable, an array element
-    or an output."""
+    or an output (``host_target``: where host C stores it, where that
+    differs: an output laid out by columns)."""
 
     target: str
     expr: str
     note: str = ""
     host: str | None = None
+    host_target: str | None = None
 
     def lines(self, host: bool, depth: int) -> list[str]:
         expr = self.host if host and self.host is not None else self.expr
-        return [f"{INDENT * depth}{self.target} = {expr};{_note(self.note)}"]
+        target = self.host_target if host and self.host_target is not None else self.target
+        return [f"{INDENT * depth}{target} = {expr};{_note(self.note)}"]
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,7 @@ class CBody:
     host_function: str = ""  # the host C copy: quiet comparisons (module docstring)
     host_helpers: tuple[str, ...] = ()  # its prelude functions (``HOST_HELPERS`` keys)
     lanes: LaneBlock | None = None  # the host's block of rows in stages (lane-wise loops)
+    columns: tuple[str, ...] = ()  # pointers its host copy reads or writes by columns
 
     @property
     def text(self) -> str:
@@ -303,14 +308,25 @@ def signature(name: str, row_inputs, whole_inputs, outputs) -> str:
     return f"ISK_INLINE void {name}(int64_t i, {', '.join(params)})"
 
 
-def assemble(name: str, stmts, row_inputs, whole_inputs, outputs, data=()) -> CBody:
+def assemble(name: str, stmts, row_inputs, whole_inputs, outputs, data=(),
+             columns=()) -> CBody:
     """The body whose function runs ``stmts``: emitted from a region or built
     by hand. Row input ``k`` is ``in<k>``, whole input ``k`` is ``w<k>`` and
-    output ``k`` is ``out<k>``; row ``i`` is the one to compute."""
+    output ``k`` is ``out<k>``; row ``i`` is the one to compute. ``columns``:
+    the pointers whose rows the host copy reads or writes by columns
+    (``column_at``)."""
     head = signature(name, row_inputs, whole_inputs, outputs)
     text, host = ("\n".join([head, "{", *render(stmts, h), "}"]) + "\n" for h in (False, True))
     return CBody(name, text, _called(text, HELPERS), tuple(row_inputs), tuple(whole_inputs),
-                 tuple(outputs), _math(text), tuple(data), host, _called(host, HOST_HELPERS))
+                 tuple(outputs), _math(text), tuple(data), host, _called(host, HOST_HELPERS),
+                 columns=tuple(columns))
+
+
+def column_at(pointer: str, j: int) -> str:
+    """Element ``j`` of row ``i`` of a block's rows laid out by columns: the
+    host block function copies the rows of ``ISK_BLOCK`` pixels into one
+    array per element (``host.py``), so consecutive pixels are adjacent."""
+    return f"{pointer}[{j} * ISK_BLOCK + i]"
 
 
 def _math(text: str) -> frozenset[str]:
@@ -510,9 +526,10 @@ class Emitter:
     """Emits a region's nodes as statements (``emit``). A region primitive's
     lowering puts a sub-graph in a loop with ``for_loop`` or ``while_loop``."""
 
-    def __init__(self, name: str, region, index, modes: dict):
+    def __init__(self, name: str, region, index, modes: dict, columns=frozenset()):
         self.name = name
         self.region = region
+        self.columns = frozenset(columns)  # pointers read or written by columns in host C
         self.index = index  # node -> its number in its graph (names and comments)
         self.modes = dict(modes)  # the region's, and those of the bodies emitted
         self.prefix = ""  # of the names of a sub-graph's values
@@ -551,7 +568,7 @@ class Emitter:
         self._outputs()
         whole = tuple(x for x in self.region.whole_inputs if x.op is not Op.CONST)
         return assemble(self.name, self.stmts, self.region.row_inputs, whole,
-                        self.region.outputs, tuple(self.data))
+                        self.region.outputs, tuple(self.data), sorted(self.columns))
 
     def bind(self, node: Node, value) -> None:
         """Give ``node`` a value of this body (e.g. an output computed by a loop)."""
@@ -757,7 +774,8 @@ class Emitter:
             at = (f"i * {size} + {j}" if size > 1 else "i") if rows else str(j)
             name = f"{base}_{j}" if size > 1 else base
             note = f"{'row of ' if rows else ''}{self._label(x)}"
-            self.stmts.append(Define(ctype, name, f"{pointer}[{at}]", note))
+            host = column_at(pointer, j) if pointer in self.columns else None
+            self.stmts.append(Define(ctype, name, f"{pointer}[{at}]", note, host))
             names.append(name)
         return np.array(names, dtype=object).reshape(shape)
 
@@ -793,9 +811,11 @@ class Emitter:
                 note = f"for k < {size}: out{n} = {self._label(node)}"
                 self.stmts.append(For("k", str(size), (store,), note))
                 continue
+            pointer = f"out{n}"
             for j, name in enumerate(_names(value).ravel()):
                 at = f"i * {size} + {j}" if size > 1 else "i"
-                self.stmts.append(Assign(f"out{n}[{at}]", name))
+                host = column_at(pointer, j) if pointer in self.columns else None
+                self.stmts.append(Assign(f"{pointer}[{at}]", name, host_target=host))
 
     def _elementwise(self, node: Node) -> np.ndarray:
         if node.op in TABLE:
@@ -1087,6 +1107,15 @@ def _scalar(value) -> str:
     return _names(value).ravel()[0]
 
 
+BLOCK_ROWS = 256
+"""Rows of the host's block (``host.ISK_BLOCK``), the length of a staged
+block's arrays."""
+LANE_BYTES = 256 * 1024
+"""Most bytes of the block-local arrays of a block (on the worker's stack):
+a staged block's arrays and the columns it reads and writes; a staged block
+that needs more runs its loops one pixel at a time."""
+
+
 def emit_body(name: str, region, index, modes: dict | None = None,
               lanes: bool = True) -> CBody:
     """The body of ``region`` (anything with ``nodes``, ``row_inputs``,
@@ -1094,19 +1123,65 @@ def emit_body(name: str, region, index, modes: dict | None = None,
     the temporaries. ``lanes``: a region with lane-wise ``while`` loops also
     gets the host's staged block (``lane_block``); the CUDA wrappers, whose
     threads each run one pixel's loop, do without."""
-    body = Emitter(name, region, index, modes or {}).emit()
     staged = lane_block(name, region, index, modes or {}) if lanes else None
+    columns = column_pointers(region) if staged is None else ()
+    body = Emitter(name, region, index, modes or {}, columns).emit()
     return body if staged is None else dataclass_replace(body, lanes=staged)
 
 
-# --- lane-wise loops over a block of rows (host C) ----------------------------------------
+INTERLEAVED = frozenset({1, 2, 3, 4, 8, 16, 32, 64})
+"""Row lengths whose interleaved reads and writes GCC vectorizes (permuting
+vectors of several pixels' rows; GCC 12, x86-64 with AVX2): a block of such
+rows keeps them. Rows of 5, 6, 7, 9, ... elements keep the block's loop
+scalar: ``column_pointers``."""
 
-BLOCK_ROWS = 256
-"""Rows of the host's block (``host.ISK_BLOCK``), the length of a staged
-block's arrays."""
-LANE_BYTES = 256 * 1024
-"""Most bytes of the block-local arrays of a staged block (on the worker's
-stack); a region that needs more runs its loops one pixel at a time."""
+
+def _by_columns(row: int) -> bool:
+    """Whether rows of ``row`` elements are laid out by columns in a block."""
+    return 1 < row <= MAX_ROW_ELEMENTS and row not in INTERLEAVED
+
+
+def calls_math_library(nodes) -> bool:
+    """Whether ``nodes`` (or their bodies) call the C math library. Such a
+    region keeps its rows: columns would let GCC vectorize a loop that ran
+    scalar, turning its libm calls into libmvec's vector variants and
+    moving their bits (within native's bound, but no longer the bits it
+    gave before); in portable numerics a region calls none."""
+    for node in nodes:
+        if node.op in TRANSCENDENTAL:
+            return True
+        if any(n.op in TRANSCENDENTAL for _, sub in subgraphs(node) for n in walk(sub.graph)):
+            return True
+    return False
+
+
+def column_pointers(region, budget: int = LANE_BYTES) -> tuple[str, ...]:
+    """The row inputs and outputs the host block reads and writes by
+    columns (``column_at``), in order while their arrays fit ``budget``:
+    those whose rows (up to ``MAX_ROW_ELEMENTS`` elements) are not
+    ``INTERLEAVED``. Such a pixel's values (a 3x3 matrix: 9) keep GCC from
+    vectorizing the block's loop; columns put consecutive pixels side by
+    side, and the loop vectorizes. A row GCC interleaves is left as it is:
+    its copies would cost more than they save. A region with a longer row
+    has loops over its rows, vectorized along them: it keeps its rows; so
+    does one that calls the math library (``calls_math_library``)."""
+    nodes = (*region.row_inputs, *region.nodes)
+    if any(not x.several and _row(x) > MAX_ROW_ELEMENTS for x in nodes):
+        return ()
+    if calls_math_library(region.nodes):
+        return ()
+    chosen, used = [], 0
+    named = [*((f"in{k}", x) for k, x in enumerate(region.row_inputs)),
+             *((f"out{k}", x) for k, x in enumerate(region.outputs))]
+    for pointer, x in named:
+        size = _ROW_BYTES[CTYPE[x.dtype]] * _row(x) * BLOCK_ROWS
+        if _by_columns(_row(x)) and used + size <= budget:
+            chosen.append(pointer)
+            used += size
+    return tuple(chosen)
+
+
+# --- lane-wise loops over a block of rows (host C) ----------------------------------------
 
 RUNNING = """/* how many rows of the block still run their lane-wise loop */
 static inline int64_t isk_running(const uint8_t *restrict go)
@@ -1150,15 +1225,24 @@ class LaneBlock:
     helpers: tuple[str, ...]  # host helpers they call (``HOST_HELPERS`` keys)
     math: frozenset[str]
     data: tuple[str, ...]
+    columns: tuple[str, ...] = ()  # kernel pointers the block copies to and from columns
+    column_arrays: frozenset[str] = frozenset()  # its arrays laid out by columns
 
 
 def lane_block(name: str, region, index, modes: dict) -> LaneBlock | None:
     """The staged block of a region with top-level lane-wise ``while``
     loops (one predicate per pixel), or None: a region without one, or
-    whose block-local arrays would pass ``LANE_BYTES``."""
+    whose block-local arrays would pass ``LANE_BYTES``. Its arrays of rows
+    GCC does not interleave are laid out by columns, and so are the kernel's
+    rows (``column_pointers``) that fit the budget its arrays leave."""
     if not any(_lane_loop(n) for n in region.nodes):
         return None
-    return _Lanes(name, region, index, modes).build()
+    staged = _Lanes(name, region, index, modes).build()
+    if staged is None:
+        return None
+    used = sum(_ROW_BYTES[c] * n * BLOCK_ROWS for c, _, n in staged.arrays)
+    columns = column_pointers(region, LANE_BYTES - used)
+    return _Lanes(name, region, index, modes, columns).build() if columns else staged
 
 
 def _lane_loop(node: Node) -> bool:
@@ -1175,8 +1259,11 @@ class _Lanes:
     piece reads lives in a block-local array (``isk_l<n>``); a region input
     or output in its kernel pointer; a loop's result in its carry's array."""
 
-    def __init__(self, name: str, region, index, modes: dict):
+    def __init__(self, name: str, region, index, modes: dict, columns=()):
         self.name = name.removesuffix("_point")
+        self.columns = tuple(columns)  # kernel pointers read and written by columns
+        self.math = calls_math_library(region.nodes)  # then its arrays keep their rows
+        self.by_columns = set(columns)  # every pointer of the block laid out by columns
         self.region, self.index, self.modes = region, index, modes
         self.source: dict[Node, str] = {x: f"in{k}" for k, x in enumerate(region.row_inputs)}
         pointers = [x for x in region.whole_inputs if x.op is not Op.CONST]
@@ -1202,7 +1289,8 @@ class _Lanes:
                          "\n".join([RUNNING, *(b.host_function for b in self.bodies)]),
                          tuple(sorted({h for b in self.bodies for h in b.host_helpers})),
                          frozenset().union(*(b.math for b in self.bodies)),
-                         tuple(dict.fromkeys(d for b in self.bodies for d in b.data)))
+                         tuple(dict.fromkeys(d for b in self.bodies for d in b.data)),
+                         self.columns, frozenset(self.by_columns) - set(self.columns))
 
     def _pieces(self) -> list:
         """Row segments (lists of nodes) and lane-wise loops, in tape order;
@@ -1218,9 +1306,19 @@ class _Lanes:
         return pieces
 
     def _array(self, dtype, row: int) -> str:
+        """A block-local array, by columns where its rows are not ``INTERLEAVED``."""
         name = f"isk_l{len(self.arrays)}"
         self.arrays.append((CTYPE[dtype], name, row))
+        if _by_columns(row) and not self.math:
+            self.by_columns.add(name)
         return name
+
+    def _layout(self, reads, targets) -> frozenset[str]:
+        """The pointers of a stage (``in<k>`` for ``reads``, ``out<k>`` for
+        ``targets``) bound to block pointers laid out by columns."""
+        names = [*((f"in{k}", self.source[x]) for k, x in enumerate(reads)),
+                 *((f"out{k}", t) for k, t in enumerate(targets))]
+        return frozenset(local for local, bound in names if bound in self.by_columns)
 
     def _segment(self, nodes: list, read_later: set, k: int) -> None:
         """Row nodes as one stage: it reads what earlier pieces computed and
@@ -1240,7 +1338,9 @@ class _Lanes:
                 self.source[node] = self.target[node] = self._array(node.dtype, _row(node))
         if outputs:
             region = _Region(tuple(nodes), tuple(rows), tuple(whole), tuple(outputs))
-            body = Emitter(f"{self.name}_s{k}_point", region, self.index, self.modes).emit()
+            columns = self._layout(rows, [self.target[x] for x in outputs])
+            body = Emitter(f"{self.name}_s{k}_point", region, self.index, self.modes,
+                           columns).emit()
             self._stage(body, [self.target[x] for x in body.outputs])
 
     def _stage(self, body: CBody, targets: list[str], flags: str | None = None) -> None:
@@ -1260,9 +1360,10 @@ class _Lanes:
                             if g.op is Op.GET and g.inputs[0] is node})
         self.last_loop = node
         rows = region_rows(node, region_pixels(node))
-        self._stage(_loop_init(f"{self.name}_s{k}i_point", node, rows, self.index),
+        layout = functools.partial(self._layout, targets=[*arrays, flags])
+        self._stage(_loop_init(f"{self.name}_s{k}i_point", node, rows, self.index, layout),
                     [*arrays, flags])
-        self._stage(_loop_step(f"{self.name}_s{k}s_point", node, rows, self.index),
+        self._stage(_loop_step(f"{self.name}_s{k}s_point", node, rows, self.index, layout),
                     [*arrays, flags], flags)
 
 
@@ -1292,10 +1393,12 @@ def _row(x: Node) -> int:
 _ROW_BYTES = {"float": 4, "double": 8, "int32_t": 4, "int64_t": 8, "uint8_t": 1}
 
 
-def _loop_emitter(name: str, node: Node, rows: RegionRows, index, captures: bool) -> tuple:
+def _loop_emitter(name: str, node: Node, rows: RegionRows, index, captures: bool,
+                  layout) -> tuple:
     """An emitter whose inputs are the loop's operands (``captures``: only
     the captured ones) and whose outputs are its carries' and predicates'
-    arrays; with the operands' values."""
+    arrays; with the operands' values. ``layout(row inputs)``: its pointers
+    laid out by columns."""
     n = node.attrs["n_carry"]
     pairs = list(zip(node.inputs, rows.operands))[n if captures else 0:]
     reads = [x for x, m in pairs if m == ROWS]
@@ -1303,41 +1406,44 @@ def _loop_emitter(name: str, node: Node, rows: RegionRows, index, captures: bool
     carries = node.attrs["body"].graph.inputs[:n]
     outputs = (*carries, node.attrs["cond"].graph.outputs[0])
     region = _Region((), tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(whole)), outputs)
-    emitter = Emitter(name, region, index, {})
+    emitter = Emitter(name, region, index, {}, layout(region.row_inputs))
     emitter.begin()
     values = [emitter.values[x] if m == ROWS else emitter.whole[x] for x, m in pairs]
     return emitter, values
 
 
-def _stores(carries, values) -> list[Stmt]:
-    """``out<k>[...] = value`` for every element of every carry."""
+def _stores(carries, values, columns) -> list[Stmt]:
+    """``out<k>[...] = value`` for every element of every carry (by columns
+    in host C for the pointers in ``columns``)."""
     stmts = []
     for k, (x, value) in enumerate(zip(carries, values)):
         size = _row(x)
         for j, name in enumerate(_names(value).ravel()):
-            stmts.append(Assign(f"out{k}[{f'i * {size} + {j}' if size > 1 else 'i'}]", name))
+            host = column_at(f"out{k}", j) if f"out{k}" in columns else None
+            stmts.append(Assign(f"out{k}[{f'i * {size} + {j}' if size > 1 else 'i'}]", name,
+                                host_target=host))
     return stmts
 
 
-def _loop_init(name: str, node: Node, rows: RegionRows, index) -> CBody:
+def _loop_init(name: str, node: Node, rows: RegionRows, index, layout) -> CBody:
     """Carry in (each carry's array from its first value) and the first
     predicate of every row."""
     n, cond = node.attrs["n_carry"], node.attrs["cond"].graph
-    emitter, values = _loop_emitter(name, node, rows, index, captures=False)
+    emitter, values = _loop_emitter(name, node, rows, index, False, layout)
     carries = node.attrs["body"].graph.inputs[:n]
-    emitter.stmts += _stores(carries, values[:n])
+    emitter.stmts += _stores(carries, values[:n], emitter.columns)
     test, (flag,) = emitter.sub_body(cond, values, "q", rows.bodies["cond"])
     emitter.stmts += [*test, Assign(f"out{n}[i]", _scalar(flag), f"first test: "
                                     f"{emitter._label(node)}")]
     return _by_hand(emitter)
 
 
-def _loop_step(name: str, node: Node, rows: RegionRows, index) -> CBody:
+def _loop_step(name: str, node: Node, rows: RegionRows, index, layout) -> CBody:
     """One step of every row: the body, the new carry selected by the row's
     predicate (a row that has stopped keeps its carry, bit for bit), and
     the predicate of the new carry for the rows that ran."""
     n, cond, body = node.attrs["n_carry"], node.attrs["cond"].graph, node.attrs["body"].graph
-    emitter, caps = _loop_emitter(name, node, rows, index, captures=True)
+    emitter, caps = _loop_emitter(name, node, rows, index, True, layout)
     label = emitter._label(node)
     emitter.stmts.append(Define("uint8_t", "g", f"out{n}[i]", f"running: {label}"))
     carried = []
@@ -1345,7 +1451,9 @@ def _loop_step(name: str, node: Node, rows: RegionRows, index) -> CBody:
         names = _variables(x, f"a{k}")
         for j, name in enumerate(names.ravel()):
             at = f"i * {_row(x)} + {j}" if _row(x) > 1 else "i"
-            emitter.stmts.append(Define(CTYPE[x.dtype], name, f"out{k}[{at}]", f"carry: {label}"))
+            host = column_at(f"out{k}", j) if f"out{k}" in emitter.columns else None
+            emitter.stmts.append(Define(CTYPE[x.dtype], name, f"out{k}[{at}]", f"carry: {label}",
+                                        host))
         carried.append(names)
     stmts, nexts = emitter.sub_body(body, [*carried, *caps], "b", rows.bodies["body"])
     emitter.stmts += stmts
@@ -1357,7 +1465,7 @@ def _loop_step(name: str, node: Node, rows: RegionRows, index) -> CBody:
         emitter.stmts += [Define(CTYPE[x.dtype], m, e, f"kept where stopped: {label}")
                           for m, e in zip(names.ravel(), picks)]
         kept.append(names)
-    emitter.stmts += _stores(body.inputs[:n], kept)
+    emitter.stmts += _stores(body.inputs[:n], kept, emitter.columns)
     test, (flag,) = emitter.sub_body(cond, [*kept, *caps], "q", rows.bodies["cond"])
     emitter.stmts += [*test, Assign(f"out{n}[i]", f"(uint8_t)(g & {_scalar(flag)})",
                                     f"test: {label}")]
@@ -1369,7 +1477,7 @@ def _by_hand(emitter: Emitter) -> CBody:
     region = emitter.region
     whole = tuple(x for x in region.whole_inputs if x.op is not Op.CONST)
     return assemble(emitter.name, emitter.stmts, region.row_inputs, whole, region.outputs,
-                    tuple(emitter.data))
+                    tuple(emitter.data), sorted(emitter.columns))
 
 
 def _called(text: str, table: dict) -> tuple[str, ...]:

@@ -11,6 +11,11 @@ vector math library is used. A body with row loops (rows beyond the
 emitter's unrolling cap) is vectorized along those loops instead, whose
 elements take the vector or the scalar code by their index alone.
 
+Rows of several values a pixel that GCC does not vectorize interleaved (a
+3x3 matrix: ``emit.column_pointers``) are copied into one array per element
+before the block's loop (``isk_c_in1``), and the outputs back after it; the
+body's host copy reads and writes those columns (``CBody.columns``).
+
 With ``vector_math``, the libm functions the body calls are declared with
 ``__attribute__((simd))`` so GCC calls the vector variants of glibc's
 libmvec; that is the only difference from scalar libm and it is recorded in
@@ -140,10 +145,36 @@ def _host_math(body: CBody) -> frozenset[str]:
 
 def _block_function(body: CBody, kernel: str, decls, names) -> str:
     head = f"static __attribute__((noinline)) void {kernel}_block({', '.join(decls)})\n{{\n"
+    columns = body.lanes.columns if body.lanes is not None else body.columns
+    copy_in, copy_out = _columns(body, columns)
     if body.lanes is not None:
-        return head + _stages(body.lanes) + "}\n"
-    return (head + f"    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
-            f"        {body.name}(j, {', '.join(names)});\n}}\n")
+        return head + copy_in + _stages(body.lanes) + copy_out + "}\n"
+    args = [f"isk_c_{n}" if n in columns else n for n in names]
+    return (head + copy_in + f"    for (int64_t j = 0; j < ISK_BLOCK; j++)\n"
+            f"        {body.name}(j, {', '.join(args)});\n" + copy_out + "}\n")
+
+
+def _columns(body: CBody, columns) -> tuple[str, str]:
+    """The block's column arrays (``emit.column_pointers``): the copies of
+    its row inputs into them before the rows run and of the outputs out of
+    them after, one column at a time (a strided walk over the rows that GCC
+    vectorizes; row by row it does not for 9 elements). Copies move values
+    unchanged, so the bits are the same."""
+    copy_in, copy_out = [], []
+    groups = (("in", body.row_inputs, copy_in), ("out", body.outputs, copy_out))
+    for tag, nodes, lines in groups:
+        for k, node in enumerate(nodes):
+            pointer, n = f"{tag}{k}", math.prod(node.shape[1:])
+            if pointer not in columns:
+                continue
+            rows, cols = f"{pointer}[j * {n} + k]", f"isk_c_{pointer}[k * ISK_BLOCK + j]"
+            copy = f"{cols} = {rows};" if tag == "in" else f"{rows} = {cols};"
+            copy_in.append(f"    {CTYPE[node.dtype]} isk_c_{pointer}[ISK_BLOCK * {n}];  "
+                           f"/* {pointer} by columns: element k of row j at k * ISK_BLOCK + j */")
+            lines += [f"    for (int64_t k = 0; k < {n}; k++)  /* {pointer}: rows "
+                      f"{'to columns' if tag == 'in' else 'from columns'} */",
+                      "        for (int64_t j = 0; j < ISK_BLOCK; j++)", f"            {copy}"]
+    return "".join(f"{line}\n" for line in copy_in), "".join(f"{line}\n" for line in copy_out)
 
 
 def _stages(lanes: LaneBlock) -> str:
@@ -151,10 +182,12 @@ def _stages(lanes: LaneBlock) -> str:
     block; a lane-wise loop's step runs over the whole block while more than
     ``ISK_BLOCK / 8`` rows run (masked, vectorized), then (an IEEE-only
     step, whose bits are the same in scalar code) row by row."""
-    lines = [f"    {c} {name}[ISK_BLOCK * {n}];  /* between the stages */"
+    by = {name: ", by columns" for name in lanes.column_arrays}
+    lines = [f"    {c} {name}[ISK_BLOCK * {n}];  /* between the stages{by.get(name, '')} */"
              for c, name, n in lanes.arrays]
     for stage in lanes.stages:
-        call = f"{stage.name}(j, {', '.join(stage.args)});"
+        args = [f"isk_c_{a}" if a in lanes.columns else a for a in stage.args]
+        call = f"{stage.name}(j, {', '.join(args)});"
         every = ["for (int64_t j = 0; j < ISK_BLOCK; j++)", f"    {call}"]
         if stage.flags is None:
             lines += [f"    {line}" for line in every]

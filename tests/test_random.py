@@ -11,7 +11,7 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 import isokernel.random as rnd
-from isokernel.ir import DTypeError, ShapeError
+from isokernel.ir import DTypeError, Op, ShapeError
 from isokernel.random import _words as words
 
 STRATEGIES = ("reference", "threads", "native")
@@ -56,10 +56,22 @@ def test_native_computes_the_word_identities_in_c():
     assert "isk_rem_i64" in source and "(uint64_t)" in source
 
 
-def test_and_or_are_logical_so_xor_is_built_from_bit_planes():
+def test_and_or_are_logical_on_bools_and_bitwise_on_integers():
     a = np.array([6], dtype=np.int64)
     with pytest.raises(DTypeError, match="bool operands"):
         inp.logical_and(a, a)
+    b = np.array([3], dtype=np.int64)
+    assert inp.bitwise_and(a, b)[0] == 2 and inp.bitwise_xor(a, b)[0] == 5
+
+
+def test_threefry_rounds_are_recorded_as_bit_ops():
+    """Rotations, xor and the wrapping add are the IR's bit ops: no bit planes (no
+    concatenated or summed planes, no comparisons per bit)."""
+    graph = ik.trace(lambda key: rnd.normal(key, (2,)), rnd.key(0))
+    ops = graph.ops()
+    assert {Op.XOR, Op.SHIFT_LEFT, Op.SHIFT_RIGHT, Op.AND, Op.OR} <= ops
+    assert not ops & {Op.CONCATENATE, Op.REDUCE_SUM, Op.NE, Op.GE}
+    assert len(graph.nodes) < 500  # 597 with 32 bit planes per xor
 
 
 # --- JAX's bits -------------------------------------------------------------------------------

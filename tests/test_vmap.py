@@ -16,6 +16,11 @@ from isokernel.transforms.vmap import BATCH, NO_BATCH
 
 from .test_autodiff_rules import OP_CASES
 
+
+def _ints(x):
+    return inp.astype(x * 64.0, inp.int64)
+
+
 # ops without a derivative still batch
 ZERO_TANGENT_CASES = {
     "rounding": lambda x, y: inp.floor(x) + inp.ceil(y) + inp.rint(x * y) + inp.trunc(x - y),
@@ -26,6 +31,9 @@ ZERO_TANGENT_CASES = {
     "stop_gradient": lambda x, y: ik.stop_gradient(x) * y,
     "integers": lambda x, y: inp.astype(inp.astype(x * 10.0, inp.int32) // 3, inp.float64),
     "logb": lambda x, y: bind(Op.LOGB, x * y) * y,
+    "bits": lambda x, y: inp.astype(inp.bitwise_and(inp.bitwise_xor(
+        inp.left_shift(_ints(x), 3), inp.invert(inp.right_shift(inp.bitwise_or(_ints(y), 5), 2))),
+        0xFFFF), inp.float64) * x,
 }
 CASES = {**OP_CASES, **ZERO_TANGENT_CASES}
 RNG = np.random.default_rng(7)

@@ -20,6 +20,11 @@ NumPy's semantics, restated:
   indefinite"), saturation elsewhere (probed once at import);
 - integer ``power`` raises for negative exponents in NumPy, which C cannot
   reproduce: it has no rule;
+- ``&``, ``|``, ``^``, ``~`` are C's on integers and on bools (0/1 bytes, where
+  they are the logical ops; ``~`` of a bool is ``!``); ``<<`` and ``>>`` shift
+  in the unsigned type of the operand's width (no undefined behaviour), ``>>``
+  arithmetic for signed operands as NumPy's, and a count outside [0, bits)
+  gives what NumPy's loops give: 0 for ``<<``, the sign fill for ``>>``;
 - ``ldexp``, ``logb`` and ``copysign`` (the exact exponent and sign ops of
   portable numerics) and the table look-up restate ``isokernel.ir.eval``:
   ldexp is IEEE scaleB with the exponent truncated, clamped to ±4096 and a
@@ -202,6 +207,33 @@ def _cast(t: Ctx, x, *, dtype=None):
     return f"({CTYPE[dst]}){x}"
 
 
+def _bitwise(op: str):
+    """``&``, ``|``, ``^``: C's operators, on integers and on 0/1 bool bytes
+    alike (no short-circuit branch, so loops over them vectorize)."""
+    def rule(t: Ctx, x, y):
+        if t.dtype in dtypes.FLOATS:
+            return None
+        return f"({t.ctype})({x} {op} {y})"
+    return rule
+
+
+def _invert(t: Ctx, x):
+    if t.dtype in dtypes.FLOATS:
+        return None
+    if t.dtype == dtypes.bool_:
+        return f"(uint8_t)(!{x})"
+    return f"({t.ctype})(~{x})"
+
+
+def _shift(name: str):
+    """``<<``/``>>``: prelude helpers in the unsigned type (``isk_shl_i32`` ...)."""
+    def rule(t: Ctx, x, y):
+        if t.dtype not in dtypes.INTS:
+            return None
+        return f"isk_{name}_{SHORT[t.dtype]}({x}, {y})"
+    return rule
+
+
 def _exponent_op(name: str):
     """ldexp and logb: prelude helpers (no libm call, so they vectorize)."""
     def rule(t: Ctx, *xs):
@@ -260,7 +292,7 @@ C_EXPR = {
     Op.NEG: _neg,
     Op.ABS: _abs,
     Op.SIGN: _sign,
-    Op.NOT: lambda t, x: f"(uint8_t)(!{x})",
+    Op.NOT: _invert,
     Op.CAST: _cast,
     Op.ADD: _wrap("+"),
     Op.SUB: _wrap("-"),
@@ -276,9 +308,11 @@ C_EXPR = {
     Op.LE: _compare("<="),
     Op.GT: _compare(">"),
     Op.GE: _compare(">="),
-    # bools are 0/1 bytes: bitwise, so no short-circuit branch stops vectorization
-    Op.AND: lambda t, x, y: f"(uint8_t)({x} & {y})",
-    Op.OR: lambda t, x, y: f"(uint8_t)({x} | {y})",
+    Op.AND: _bitwise("&"),
+    Op.OR: _bitwise("|"),
+    Op.XOR: _bitwise("^"),
+    Op.SHIFT_LEFT: _shift("shl"),
+    Op.SHIFT_RIGHT: _shift("shr"),
     Op.SELECT: _select,
     # floor, ceil and trunc as rint corrected (prelude helpers): GCC vectorizes rint but
     # not floor/ceil/trunc under -ftrapping-math
@@ -419,6 +453,30 @@ def _select_helper(s: str, t: str, u: str) -> str:
             f"    const {u} m = ({u})0 - ({u})c;\n"
             f"    x.f = a;\n    y.f = b;\n    x.u = (x.u & m) | (y.u & ~m);\n"
             f"    return x.f;\n}}\n")
+
+
+def _shift_helpers(s: str, t: str, u: str, bits: int) -> str:
+    """NumPy's ``left_shift`` and ``right_shift`` on a signed integer type,
+    computed in the unsigned type of its width: the count is masked into
+    [0, bits) (never undefined behaviour) and a count outside [0, bits) is
+    then selected away by a mask, as NumPy's ``npy_lshift``/``npy_rshift``
+    define it (0, or the sign fill). ``>>`` is arithmetic: the bits are
+    complemented around a logical shift when the operand is negative."""
+    return f"""\
+ISK_INLINE {t} isk_shl_{s}({t} a, {t} b)
+{{  /* NumPy: a << b, 0 when b is outside [0, {bits}) */
+    const {u} n = ({u})b;
+    const {u} keep = ({u})0 - ({u})(n < {bits}u);  /* all ones when in range */
+    return ({t})((({u})a << (n & {bits - 1}u)) & keep);
+}}
+ISK_INLINE {t} isk_shr_{s}({t} a, {t} b)
+{{  /* NumPy: a >> b arithmetic, the sign fill when b is outside [0, {bits}) */
+    const {u} n = ({u})b;
+    const {u} fill = ({u})0 - ({u})(a < 0);  /* all ones when negative */
+    const {u} count = n < {bits}u ? n : {bits - 1}u;
+    return ({t})(((({u})a ^ fill) >> count) ^ fill);
+}}
+"""
 
 
 def _blend(s: str, cond: str, a: str, b: str) -> str:
@@ -598,6 +656,8 @@ HELPERS = {
     "isk_floordiv_f64": _divmod_helpers("f64", "double"),
     "isk_floordiv_i32": _int_division_helpers("i32", "int32_t", "uint32_t"),
     "isk_floordiv_i64": _int_division_helpers("i64", "int64_t", "uint64_t"),
+    "isk_shl_i32": _shift_helpers("i32", "int32_t", "uint32_t", 32),
+    "isk_shl_i64": _shift_helpers("i64", "int64_t", "uint64_t", 64),
     **{f"isk_{s}_to_{d}": _cast_helper(s, d, t, lo, hi, bits)
        for s in ("f32", "f64")
        for d, t, lo, hi, bits in (("i32", "int32_t", "INT32_MIN", "INT32_MAX", 32),
@@ -614,8 +674,8 @@ HELPERS = {
                                      "0x4330000000000000ull"),
 }
 """Prelude functions by name; the floordiv entry also defines rem (and the
-shared divmod), and the floor entry ceil and trunc, so ``helper_for`` maps
-those names to them."""
+shared divmod), the floor entry ceil and trunc, and the shl entry shr, so
+``helper_for`` maps those names to them."""
 
 
 QUIET_RULE = {"lt": "(isk_key_{s}(x) < isk_key_{s}(y)) & (x != y)",
@@ -676,4 +736,5 @@ def helper_for(name: str) -> str:
     name = name.replace("isk_ceil_", "isk_floor_").replace("isk_trunc_", "isk_floor_")
     for op in ("le", "gt", "ge", "key"):
         name = name.replace(f"isk_{op}_", "isk_lt_")
+    name = name.replace("isk_shr_", "isk_shl_")
     return name.replace("isk_rem_", "isk_floordiv_")

@@ -57,6 +57,8 @@ _WEIGHT = {
     Op.FLOORDIV: 2,  # divide, floor
     Op.REM: 3,  # divide, floor, multiply-subtract
     Op.CAST: 0,
+    # and, or, xor, not and the shifts take the default weight of 1: one integer instruction
+    # each (a shift's count check is a compare and a mask beside it, as a select costs)
 }
 
 

@@ -65,6 +65,9 @@ class Op(Enum):
     GE = "ge"
     AND = "and"
     OR = "or"
+    XOR = "xor"
+    SHIFT_LEFT = "shift_left"
+    SHIFT_RIGHT = "shift_right"
     # elementwise, three operands
     SELECT = "select"
     # reductions over static axes
@@ -131,11 +134,18 @@ UNARY = frozenset({
 
 COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 
-LOGICAL = frozenset({Op.AND, Op.OR, Op.NOT})
+# NumPy's ``&``, ``|``, ``^``, ``~``, ``<<`` and ``>>``: bitwise on integers (two's
+# complement; ``>>`` arithmetic), and ``and``/``or``/``xor``/``not`` on bools, where
+# they are the logical ops (LOGICAL). A shift by a count outside [0, bits) gives 0
+# (``<<``) or the sign fill (``>>``), as NumPy's loops define it.
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.NOT, Op.SHIFT_LEFT, Op.SHIFT_RIGHT})
+
+LOGICAL = frozenset({Op.AND, Op.OR, Op.XOR, Op.NOT})
 
 BINARY = frozenset({
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.ATAN2,
-    Op.FLOORDIV, Op.REM, Op.AND, Op.OR, Op.LDEXP, Op.COPYSIGN,
+    Op.FLOORDIV, Op.REM, Op.AND, Op.OR, Op.XOR, Op.SHIFT_LEFT, Op.SHIFT_RIGHT,
+    Op.LDEXP, Op.COPYSIGN,
 }) | COMPARE
 
 ELEMENTWISE = UNARY | BINARY | frozenset({Op.SELECT})

@@ -14,7 +14,7 @@ import numpy as np
 from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Aval
-from .ops import COMPARE, REGION, Op
+from .ops import BITWISE, COMPARE, LOGICAL, REGION, Op
 
 FLOAT_ONLY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -22,18 +22,27 @@ FLOAT_ONLY = frozenset({
     Op.ASINH, Op.ACOSH, Op.ATANH, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.DIV,
     Op.ATAN2, Op.LDEXP, Op.LOGB, Op.COPYSIGN,
 })
-BOOL_ONLY = frozenset({Op.NOT, Op.AND, Op.OR})
+BOOL_ONLY: frozenset[Op] = frozenset()
+"""No op takes bools only: ``and``, ``or``, ``xor`` and ``not`` are bitwise on
+integers and logical on bools (``LOGICAL``); the frontend's ``logical_*``
+functions refuse non-bool operands themselves."""
+NOT_FLOAT = BITWISE
+"""Bit operations: integers (and bools for ``LOGICAL``), never floats."""
+
+BIT_OPERANDS = ("expects integer{bools} operands (a bit operation), got {dtype}; cast first, "
+                "e.g. x.astype(inp.int64)")
 
 
 def _check_dtype(op: Op, dtype: np.dtype) -> None:
     if op in FLOAT_ONLY and dtype not in dtypes.FLOATS:
         raise DTypeError(f"expects float operands, got {dtypes.SHORT[dtype]}; "
                          f"cast first, e.g. x.astype(inp.float64)")
-    if op in BOOL_ONLY and dtype != dtypes.bool_:
-        raise DTypeError(f"expects bool operands, got {dtypes.SHORT[dtype]}; "
-                         f"compare first, e.g. x > 0")
-    numeric_only = op not in BOOL_ONLY and op not in COMPARE and op is not Op.SELECT
-    if numeric_only and dtype == dtypes.bool_:
+    if op in NOT_FLOAT and (dtype in dtypes.FLOATS or
+                            (dtype == dtypes.bool_ and op not in LOGICAL)):
+        bools = " or bool" if op in LOGICAL else ""
+        raise DTypeError(BIT_OPERANDS.format(bools=bools, dtype=dtypes.SHORT[dtype]))
+    takes_bool = op in LOGICAL or op in COMPARE or op is Op.SELECT
+    if not takes_bool and dtype == dtypes.bool_:
         raise DTypeError("expects numeric operands, got bool; "
                          "cast first, e.g. mask.astype(inp.float64)")
 

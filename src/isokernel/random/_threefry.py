@@ -5,7 +5,6 @@ injected after each group with the group number added to the second word."""
 
 from __future__ import annotations
 
-from .. import numpy as inp
 from . import _words as w
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -27,12 +26,8 @@ def threefry2x32(k0, k1, x0, x1):
 
 
 def _four_rounds(x0, x1, rotations):
-    """``x0 += x1; x1 = rotl(x1, r) ^ x0`` four times. The xor's bit planes
-    are the next round's planes of ``x1``, rotated, so only ``x0``'s are
-    computed from the word each round."""
-    bits1 = w.planes(x1)
+    """``x0 += x1; x1 = rotl(x1, r) ^ x0`` four times."""
     for rotate in rotations:
         x0 = w.add(x0, x1)
-        bits1 = inp.not_equal(w.rotate_planes(bits1, rotate), w.planes(x0))
-        x1 = w.from_planes(bits1)
+        x1 = w.rotl_xor(x1, rotate, x0)
     return x0, x1

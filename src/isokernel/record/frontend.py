@@ -331,6 +331,38 @@ def logical_not(x):
     return _finish(bind(Op.NOT, x), all_weak)
 
 
+# ------------------------------------------------------------- bit operations
+
+
+def _bitwise(op: Op, name: str):
+    """NumPy's bitwise ufunc ``name`` on integers (two's complement) and, for
+    ``&``, ``|``, ``^``, on bools, where it is the logical op; the op's shape
+    rule refuses floats (and bools for shifts), naming the fix."""
+    def fn(x, y):
+        (x, y), all_weak = _prepare(name, (x, y))
+        return _finish(bind(op, x, y), all_weak)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``numpy.{name}`` with NumPy broadcasting."
+    return fn
+
+
+bitwise_and = _bitwise(Op.AND, "bitwise_and")
+bitwise_or = _bitwise(Op.OR, "bitwise_or")
+bitwise_xor = _bitwise(Op.XOR, "bitwise_xor")
+left_shift = _bitwise(Op.SHIFT_LEFT, "left_shift")
+right_shift = _bitwise(Op.SHIFT_RIGHT, "right_shift")
+
+
+def invert(x):
+    """Elementwise ``numpy.invert`` (``~``): the bits complemented on integers,
+    ``logical_not`` on bools."""
+    (x,), all_weak = _prepare("invert", (x,))
+    return _finish(bind(Op.NOT, x), all_weak)
+
+
+bitwise_not = invert
+
+
 def where(condition, x, y):
     """``x`` where ``condition`` holds, else ``y``. Both sides are computed
     (it is a select, not a branch)."""

@@ -323,8 +323,8 @@ def _install_array_methods() -> None:
     ops = {
         "add": F.add, "sub": F.subtract, "mul": F.multiply, "truediv": F.divide,
         "floordiv": F.floor_divide, "mod": F.remainder, "pow": F.power,
-        "matmul": F.matmul, "and": F.logical_and, "or": F.logical_or,
-        "xor": F.logical_xor,
+        "matmul": F.matmul, "and": F.bitwise_and, "or": F.bitwise_or,
+        "xor": F.bitwise_xor, "lshift": F.left_shift, "rshift": F.right_shift,
     }
     for name, fn in ops.items():
         setattr(Tracer, f"__{name}__", lambda self, other, fn=fn: fn(self, other))
@@ -336,7 +336,7 @@ def _install_array_methods() -> None:
     Tracer.__neg__ = F.negative
     Tracer.__pos__ = F.positive
     Tracer.__abs__ = F.absolute
-    Tracer.__invert__ = F.logical_not
+    Tracer.__invert__ = F.invert
     Tracer.__getitem__ = F.getitem
     Tracer.astype = F.astype
     Tracer.sum, Tracer.prod, Tracer.mean = F.sum, F.prod, F.mean

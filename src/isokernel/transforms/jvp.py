@@ -348,7 +348,8 @@ JVP = {
 # marker: their tangent is zero wherever it is defined (a symbolic zero).
 ZERO_TANGENT = frozenset({
     Op.SIGN, Op.FLOOR, Op.CEIL, Op.ROUND, Op.TRUNC, Op.FLOORDIV, Op.STOP_GRADIENT,
-    Op.NOT, Op.AND, Op.OR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.LOGB,
+    Op.NOT, Op.AND, Op.OR, Op.XOR, Op.SHIFT_LEFT, Op.SHIFT_RIGHT, Op.EQ, Op.NE, Op.LT, Op.LE,
+    Op.GT, Op.GE, Op.LOGB,
 })
 # Leaves have no rule.
 NO_JVP = frozenset({Op.INPUT, Op.CONST})

@@ -28,10 +28,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
 import tracemalloc
 
 import numpy as np
+from _common import interleaved_best, try_import
 
 import isokernel as ik
 import isokernel.numpy as inp
@@ -96,13 +96,6 @@ def kepler_numba(numba, workers):
     return run
 
 
-def _try_import(name, notes):
-    try:
-        return __import__(name)
-    except Exception as err:  # noqa: BLE001 - any broken install is a skip with its reason
-        notes.append(f"{name}: skipped ({type(err).__name__}: {err}); "
-                     "pip install 'isokernel[bench]'")
-        return None
 
 
 def kepler_candidates(workers, notes):
@@ -116,12 +109,12 @@ def kepler_candidates(workers, notes):
     rows["isokernel reference (portable)"] = ik.jit(f, strategy="reference",
                                                     numerics="portable")
     rows["numpy (vectorized Newton)"] = kepler_numpy
-    jax = _try_import("jax", notes)
+    jax = try_import("jax", notes)
     if jax is not None:
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
         rows["jax jit(vmap(while_loop))"] = kepler_jax(jax, jnp)
-    numba = _try_import("numba", notes)
+    numba = try_import("numba", notes)
     if numba is not None:
         rows[f"numba prange ({workers} threads)"] = kepler_numba(numba, workers)
     return rows
@@ -132,13 +125,7 @@ def bench_kepler(pixels, workers, rounds, notes):
     M = rng.uniform(0.0, 2 * np.pi, pixels)
     e = rng.uniform(0.0, 0.9, pixels)
     rows = kepler_candidates(workers, notes)
-    first = {name: fn(M, e) for name, fn in rows.items()}  # compile and warm
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(M, e)
-            best[name] = min(best[name], time.perf_counter() - t)
+    first, best = interleaved_best(rows, (M, e), rounds)
     ref_E, ref_n = first["isokernel reference (portable)"]
     print(f"Kepler, {pixels:.0e} pixels float64, tolerance {TOL:g}, {workers} workers, "
           f"best of {rounds} interleaved rounds; CPUs {os.cpu_count()}, "
@@ -218,7 +205,7 @@ def bench_reverse(pixels, rounds, notes):
     rows = {name: ik.jit(ik.grad(lambda k, x0, loop=loop: oscillator_energy(k, x0, loop)),
                          strategy="reference") for loop, name in names.items()}
     memory = {}
-    jax = _try_import("jax", notes)
+    jax = try_import("jax", notes)
     if jax is not None:
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
@@ -232,12 +219,7 @@ def bench_reverse(pixels, rounds, notes):
     for name, fn in rows.items():
         grads[name], peak = _peak(fn, k, x0)
         memory.setdefault(name, peak)
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(k, x0)
-            best[name] = min(best[name], time.perf_counter() - t)
+    best = interleaved_best(rows, (k, x0), rounds)[1]
     print(f"\nReverse mode through {STEPS} steps, {pixels:.0e} pixels float64: carry "
           f"{carry / 2**20:.2f} MiB, every step's carry {STEPS * carry / 2**20:.0f} MiB")
     ref = grads["isokernel jit(grad) fori_loop"]

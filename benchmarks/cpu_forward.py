@@ -24,6 +24,7 @@ import os
 import time
 
 import numpy as np
+from _common import try_import
 
 import isokernel as ik
 from isokernel.backends.cpu.pool import run_tasks, split
@@ -164,31 +165,24 @@ def candidates(dtype, pixels, workers_list, notes):
 
 def _optional(dtype, workers_list, notes):
     rows = []
-    ne = _try_import("numexpr", notes)
-    numba = _try_import("numba", notes)
+    ne = try_import("numexpr", notes)
+    numba = try_import("numba", notes)
     for w in workers_list:
         if ne is not None:
             rows.append(("numexpr", w, numexpr_fn(ne, dtype, w), None))
         if numba is not None:
             rows.append(("numba prange", w, numba_fn(numba, dtype, w), None))
-    jax = _try_import("jax", notes)
+    jax = try_import("jax", notes)
     if jax is not None:
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
         rows.append(("jax jit (own threads)", 0, jax_fn(jax, jnp), "jax"))
-    quabla = _try_import("quabla", notes)
+    quabla = try_import("quabla", notes)
     if quabla is not None:
         rows.append(("quabla jit (own threads)", 0, quabla_fn(quabla), None))
     return rows
 
 
-def _try_import(name, notes):
-    try:
-        return __import__(name)
-    except Exception as err:  # noqa: BLE001 - any broken install is a skip with its reason
-        notes.append(f"{name}: skipped ({type(err).__name__}: {err}); pip install "
-                     f"'isokernel[bench]'")
-        return None
 
 
 # --- timing -------------------------------------------------------------------------------

@@ -36,21 +36,13 @@ import os
 import time
 
 import numpy as np
+from _common import interleaved_best, try_import
 
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.linalg.krylov import cg_loop
 from isokernel.ode import odeint
 from isokernel.scipy.sparse.linalg import cg
-
-
-def _try_import(name, notes):
-    try:
-        return __import__(name)
-    except Exception as err:  # noqa: BLE001 - any broken install is a skip with its reason
-        notes.append(f"{name}: skipped ({type(err).__name__}: {err}); "
-                     "pip install 'isokernel[bench]'")
-        return None
 
 
 def spd_systems(pixels: int, n: int = 3, seed: int = 0):
@@ -70,7 +62,7 @@ def dense_candidates(workers: int, notes: list) -> dict:
                                                              workers=workers),
             "numpy np.linalg.solve (batched)": lambda a, b: np.linalg.solve(a, b[..., None])[
                 ..., 0]}
-    jax = _try_import("jax", notes)
+    jax = try_import("jax", notes)
     if jax is not None:
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
@@ -103,13 +95,7 @@ def bench_dense(pixels: int = 10 ** 6, workers: int = 2, rounds: int = 5,
     notes = [] if notes is None else notes
     a, b = spd_systems(pixels)
     rows = dense_candidates(workers, notes)
-    first = {name: fn(a, b) for name, fn in rows.items()}  # compile and warm
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(a, b)
-            best[name] = min(best[name], time.perf_counter() - t)
+    first, best = interleaved_best(rows, (a, b), rounds)
     floor = _copy_floor(a, b, rounds)
     ref = first["numpy np.linalg.solve (batched)"]
     numpy_t = best["numpy np.linalg.solve (batched)"]
@@ -150,7 +136,7 @@ def pixel(x0, k, c):
 
 
 def jax_candidate(notes):
-    jax = _try_import("jax", notes)
+    jax = try_import("jax", notes)
     if jax is None:
         return None
     jax.config.update("jax_enable_x64", True)
@@ -168,7 +154,7 @@ def jax_candidate(notes):
 
 
 def diffrax_candidate(notes):
-    diffrax = _try_import("diffrax", notes)
+    diffrax = try_import("diffrax", notes)
     if diffrax is None:
         return None
     import jax
@@ -221,15 +207,6 @@ def in_native_region(workers, args) -> str:
     return "\n  ".join(lines)
 
 
-def _time_rounds(rows, args, rounds):
-    first = {name: fn(*args) for name, fn in rows.items()}  # compile and warm
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(*args)
-            best[name] = min(best[name], time.perf_counter() - t)
-    return first, best
 
 
 def bench_ode(pixels, rounds, notes, workers=2, slow=False, checked=2000):
@@ -240,7 +217,7 @@ def bench_ode(pixels, rounds, notes, workers=2, slow=False, checked=2000):
     args = (rng.uniform(-1.0, 1.0, pixels), rng.uniform(1.0, 4.0, pixels),
             rng.uniform(0.05, 0.5, pixels))
     rows = ode_candidates(workers, notes, slow)
-    first, best = _time_rounds(rows, args, rounds)
+    first, best = interleaved_best(rows, args, rounds)
     checked = min(checked, pixels)
     ref_y, ref_n = ode_reference(tuple(a[:checked] for a in args))
     print(f"Damped oscillator per pixel, dopri5 rtol=atol={ODE_TOL:g}, {len(TIMES)} report times, "
@@ -334,14 +311,6 @@ def iterations(b, sigma) -> int:
     return int(ik.jit(steps, strategy="reference")(b))
 
 
-def _best(rows: dict, args: tuple, rounds: int) -> dict:
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(*args)
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
 
 
 def _rel(x, ref) -> float:
@@ -361,7 +330,7 @@ def bench_cg(rounds: int = 3, notes: list | None = None, n: int = 512,
     if jax_rows is not None:
         rows["jax cg"], rows["jax value_and_grad"] = jax_rows
     first = {name: fn(b, sigma) for name, fn in rows.items()}  # compile and warm
-    best = _best(rows, (b, sigma), rounds)
+    best = interleaved_best(rows, (b, sigma), rounds)[1]
     u = first["isokernel cg"]
     residual = np.linalg.norm(b - poisson(u, sigma)) / np.linalg.norm(b)
     steps = iterations(b, sigma)

@@ -39,6 +39,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402 - after the BLAS thread count
+from _common import try_import  # noqa: E402
 
 import isokernel as ik  # noqa: E402
 import isokernel.nn as nn  # noqa: E402
@@ -123,7 +124,7 @@ def _digits_jax(jax, jnp):
 
 def jax_contender(loss_maker, params, notes):
     """A closure running one jitted value_and_grad + optax Adam step, or None."""
-    jax, optax = _try_import("jax", notes), _try_import("optax", notes)
+    jax, optax = try_import("jax", notes), try_import("optax", notes)
     if jax is None or optax is None:
         return None
     jax.config.update("jax_enable_x64", True)
@@ -170,7 +171,7 @@ def _digits_torch(torch, p, x, y):
 
 def torch_contender(loss, params, notes):
     """A closure running one eager PyTorch Adam step (one thread), or None."""
-    torch = _try_import("torch", notes, "pip install torch")
+    torch = try_import("torch", notes, "pip install torch")
     if torch is None:
         return None
     torch.set_num_threads(1)
@@ -186,12 +187,6 @@ def torch_contender(loss, params, notes):
     return run
 
 
-def _try_import(name, notes, fix="pip install 'isokernel[bench]'"):
-    try:
-        return __import__(name)
-    except Exception as err:  # noqa: BLE001 - any broken install is a skip with its reason
-        notes.append(f"{name}: skipped ({type(err).__name__}: {err}); {fix}")
-        return None
 
 
 # --- timing ---------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ SHARDED_ARGNUM = ("distributed.value_and_grad: argnums {argnums} and shard_argnu
 NEEDS_THREADPOOLCTL = ("isokernel.distributed needs threadpoolctl to run BLAS on one thread "
                        "(the same bits on the driver and on the workers): pip install "
                        "threadpoolctl")
+NONDETERMINISTIC = ("distributed.value_and_grad: deterministic_reductions=False; blocks always "
+                    "run with deterministic reductions (the same bits on every worker), drop "
+                    "the option")
 DEFAULT_BLOCK_ROWS = 1024
 _CONTROLLER = None  # threadpoolctl's view of the loaded BLAS libraries, made once
 
@@ -53,6 +56,11 @@ def check_options(reduction, block_rows, argnums, shard_argnums) -> None:
     nums = set(argnums) if isinstance(argnums, tuple) else {argnums}
     if nums & set(shard_argnums):
         raise ValueError(SHARDED_ARGNUM.format(argnums=argnums, shard=shard_argnums))
+
+
+def check_jit_options(jit_options: dict) -> None:
+    if jit_options.get("deterministic_reductions", True) is not True:
+        raise ValueError(NONDETERMINISTIC)
 
 
 def row_count(args: tuple, shard_argnums: tuple) -> int:
@@ -92,8 +100,9 @@ def split_blocks(args: tuple, shard_argnums: tuple, block_rows: int) -> list[tup
 def build(spec: Spec):
     """The jitted value and gradient of the block loss, with deterministic
     reductions (the same bits for any number of threads inside a worker)."""
+    options = {**dict(spec.jit_options), "deterministic_reductions": True}
     return jit(value_and_grad(spec.fun, argnums=spec.argnums), strategy=spec.strategy,
-               deterministic_reductions=True, **dict(spec.jit_options))
+               **options)
 
 
 def one_blas_thread():

@@ -33,7 +33,7 @@ def open_client(client, n_workers: int | None):
         raise TypeError(BAD_CLIENT.format(got=client))
     with quiet_workers():
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")
     return Client(cluster), True
 
 

@@ -39,6 +39,7 @@ def reference_value_and_grad(fun, *, shard_argnums=(1,), argnums=0, reduction="m
     the same blocks, the same jitted block gradient, the same combine tree."""
     shard_argnums = tuple(shard_argnums)
     _blocks.check_options(reduction, block_rows, argnums, shard_argnums)
+    _blocks.check_jit_options(jit_options)
     spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
     compiled = _blocks.build(spec)
 
@@ -63,6 +64,7 @@ def value_and_grad(fun, *, client, shard_argnums=(1,), argnums=0, reduction="mea
     total by the row count. See docs/distributed.md."""
     shard_argnums = tuple(shard_argnums)
     _blocks.check_options(reduction, block_rows, argnums, shard_argnums)
+    _blocks.check_jit_options(jit_options)
     spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
     return DistributedValueAndGrad(spec, client, shard_argnums, reduction, block_rows,
                                    progress, n_workers, worker_timeout)
@@ -72,7 +74,7 @@ class DistributedValueAndGrad:
     """The function ``value_and_grad`` returns; a Trainer calls it once per
     step with the parameters. ``blocks_sent`` counts blocks scattered (first
     sends and re-sends), ``block_keys`` names them on the cluster,
-    ``last_workers`` lists the workers of the last call (with ``progress``)."""
+    ``last_workers`` lists the workers the cluster had when the last call ended."""
 
     def __init__(self, spec, client, shard_argnums, reduction, block_rows, progress,
                  n_workers, worker_timeout):
@@ -176,8 +178,7 @@ class DistributedValueAndGrad:
                 tasks.update(self._submit(lost, shared))
             elif tasks:
                 self._wait_for_worker(len(tasks))
-        if self.progress:
-            self.last_workers = _cluster.workers(self.client)
+        self.last_workers = _cluster.workers(self.client)
         return results
 
     def _submit(self, indices, shared) -> dict:

@@ -19,6 +19,7 @@ from ..backends import jit
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import GradientTransformation, apply_updates
 from ..transforms import value_and_grad
+from .data_parallel import DataParallel
 from .saving import load, save
 
 NOT_AN_OPTIMIZER = ("Trainer: optimizer must be an isokernel.optim transformation (e.g. "
@@ -36,10 +37,22 @@ class Trainer:
     loss before it (with ``has_aux``, ``(loss, aux)``). ``params`` and
     ``opt_state`` build the current pytrees on access. Other keyword arguments
     go to ``isokernel.jit`` (``numerics=``, ``deterministic_reductions=``...).
+
+    Data-parallel: with ``client`` (a ``dask.distributed.Client``, ``"local"``
+    for a LocalCluster of ``n_workers`` processes, or ``"serial"`` for the
+    same blocks in this process), ``loss_fn(params, *block)`` returns the SUM
+    of a block's per-example losses and the gradient comes from
+    ``isokernel.distributed.value_and_grad`` (``shard_argnums``: the
+    arguments cut into row blocks, default every batch argument;
+    ``block_rows``, ``reduction``, ``worker_timeout`` as there; ``progress``
+    prints a line per step). The parameters and optimizer state stay in this
+    process; the steps are the same bits for any number of workers.
     """
 
     def __init__(self, loss_fn, params, optimizer, *, strategy: str = "auto",
-                 has_aux: bool = False, **jit_options):
+                 has_aux: bool = False, client=None, shard_argnums=None,
+                 block_rows: int = 1024, reduction: str = "mean", progress: bool = False,
+                 n_workers: int | None = None, worker_timeout: float = 30.0, **jit_options):
         if not isinstance(optimizer, GradientTransformation):
             raise TypeError(NOT_AN_OPTIMIZER.format(kind=type(optimizer).__name__))
         self.loss_fn, self.optimizer, self.has_aux = loss_fn, optimizer, has_aux
@@ -52,6 +65,10 @@ class Trainer:
         self._calls: dict = {}  # batch signature -> (call, aux treedef holder)
         self.compiled = None  # the most recently compiled step (its report says what ran)
         self.steps = 0
+        self.client = client
+        self._parallel = None if client is None else DataParallel(
+            self, client, shard_argnums, block_rows, reduction, progress, n_workers,
+            worker_timeout)
 
     def step_fn(self, params, opt_state, *batch):
         """One step as a pure function: ``(loss, new_params, new_state)``
@@ -73,6 +90,10 @@ class Trainer:
 
     def step(self, *batch):
         """One optimizer step on ``batch``; the loss at the current parameters."""
+        if self._parallel is not None:
+            loss, self._params, self._state = self._parallel.step(batch)
+            self.steps += 1
+            return loss
         key = _signature(batch)
         found = self._calls.get(key)
         if found is None:
@@ -125,6 +146,17 @@ class Trainer:
     def opt_state(self):
         """The current optimizer state (copies)."""
         return tree_unflatten(self._state_def, [np.array(x) for x in self._state])
+
+    def close(self) -> None:
+        """Release the batch's blocks on the workers (and a ``"local"`` cluster)."""
+        if self._parallel is not None:
+            self._parallel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def save(self, path) -> None:
         """The parameters and the optimizer state in one file (``isokernel.save``)."""

@@ -1,0 +1,181 @@
+"""Trainer(..., client=...): data-parallel training on a Dask LocalCluster is
+the bits of one process for 1, 2 and 3 workers, in float32 and float64; a
+saved run resumes with the bits of an uninterrupted one; killing a worker
+during training changes nothing; what a data-parallel step cannot do is
+refused naming the fix.
+
+Each cluster test starts its own LocalCluster of processes (one thread
+each) and shuts it down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import isokernel as ik
+from isokernel import optim
+
+pytest.importorskip("distributed")
+
+from isokernel import distributed as dist  # noqa: E402
+from tests.test_distributed import (  # noqa: E402
+    BLOCK,
+    TIMEOUT,
+    Cluster,
+    killing_loss,
+    mlp_loss,
+    problem,
+    same_bits,
+    sole_holder,
+)
+
+STEPS = 20
+
+
+def optimizer():
+    return optim.chain(optim.clip_by_global_norm(1.0),
+                       optim.adam(optim.exponential_decay(3e-2, 5, 0.9)))
+
+
+def trainer(client, dtype, loss=mlp_loss, **options):
+    params = problem(dtype)[0]
+    return ik.Trainer(loss, params, optimizer(), client=client, block_rows=BLOCK,
+                      strategy="reference", worker_timeout=TIMEOUT, **options)
+
+
+def train(t, dtype, steps=STEPS) -> list:
+    x, y = problem(dtype)[1:]
+    return [t.step(x, y) for _ in range(steps)]
+
+
+def by_hand(dtype, steps=STEPS):
+    """The same steps written with reference_value_and_grad, optim and jit."""
+    params, x, y = problem(dtype)
+    vg = dist.reference_value_and_grad(mlp_loss, shard_argnums=(1, 2), block_rows=BLOCK)
+    opt = optimizer()
+
+    def update(params, state, grads):
+        updates, state = opt.update(grads, state, params)
+        return optim.apply_updates(params, updates), state
+    jupdate = ik.jit(update, strategy="reference")
+    state, losses = opt.init(params), []
+    for _ in range(steps):
+        loss, grads = vg(params, x, y)
+        params, state = jupdate(params, state, grads)
+        losses.append(loss)
+    return losses, params, state
+
+
+@pytest.fixture(scope="module")
+def serial():
+    """Per dtype: losses and final parameters of the steps in this process."""
+    runs = {}
+    for dt in (np.float32, np.float64):
+        t = trainer("serial", dt)
+        runs[dt] = (train(t, dt), t.params, t.opt_state)
+    return runs
+
+
+# ------------------------------------------------------------- no cluster
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_serial_steps_are_the_hand_written_bits(serial, dtype):
+    losses, params, state = by_hand(dtype)
+    assert same_bits(serial[dtype][0], losses) and serial[dtype][0][0].dtype == dtype
+    assert same_bits(serial[dtype][1], params) and same_bits(serial[dtype][2], state)
+    assert float(losses[-1]) < 0.7 * float(losses[0])  # it trains
+
+
+def test_what_a_data_parallel_step_cannot_do_is_refused():
+    params = problem(np.float64)[0]
+    with pytest.raises(ValueError, match="has_aux=True is not supported data-parallel"):
+        ik.Trainer(mlp_loss, params, optim.adam(1e-3), client="serial", has_aux=True)
+    with pytest.raises(ValueError, match="reduction='max'"):
+        ik.Trainer(mlp_loss, params, optim.adam(1e-3), client="serial", reduction="max")
+    t = ik.Trainer(mlp_loss, params, optim.lbfgs(), client="serial", block_rows=BLOCK,
+                   strategy="reference")
+    with pytest.raises(ValueError, match="L-BFGS's line search.*first-order optimizer"):
+        train(t, np.float64, steps=1)
+    with pytest.raises(ValueError, match="deterministic_reductions=False"):
+        ik.Trainer(mlp_loss, params, optim.adam(1e-3), client="serial",
+                   deterministic_reductions=False).step(*problem(np.float64)[1:])
+
+
+def test_a_saved_run_resumes_with_the_uninterrupted_bits(serial, tmp_path):
+    t = trainer("serial", np.float64)
+    train(t, np.float64, steps=8)
+    t.save(tmp_path / "run.npz")
+    resumed = ik.Trainer.load(tmp_path / "run.npz", mlp_loss, optimizer(), client="serial",
+                              block_rows=BLOCK, strategy="reference")
+    assert resumed.steps == 8
+    train(resumed, np.float64, steps=STEPS - 8)
+    assert same_bits(resumed.params, serial[np.float64][1])
+    assert same_bits(resumed.opt_state, serial[np.float64][2])
+
+
+# ---------------------------------------------------------------- clusters
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_steps_on_workers_are_the_single_process_bits(serial, workers, capsys, tmp_path):
+    with Cluster(workers) as c:
+        for dt in (np.float32, np.float64):
+            with trainer(c.client, dt, progress=True) as t:
+                losses = train(t, dt)
+                assert same_bits(losses, serial[dt][0]), (workers, dt)
+                assert same_bits(t.params, serial[dt][1]), (workers, dt)
+                assert same_bits(t.opt_state, serial[dt][2]), (workers, dt)
+        if workers == 2:  # save on the cluster half-way, resume in a new Trainer
+            t = trainer(c.client, np.float64)
+            train(t, np.float64, steps=STEPS // 2)
+            t.save(tmp_path / "half.npz")
+            t.close()
+            resumed = ik.Trainer.load(tmp_path / "half.npz", mlp_loss, optimizer(),
+                                      client=c.client, block_rows=BLOCK, strategy="reference")
+            train(resumed, np.float64, steps=STEPS // 2)
+            assert same_bits(resumed.params, serial[np.float64][1])
+            resumed.close()
+    err = capsys.readouterr().err
+    assert f"Trainer step {STEPS}: loss " in err
+    assert f"6 blocks of 700 rows on {workers} workers [tcp://" in err
+    assert "6 blocks sent" in err and "0 blocks sent" in err
+
+
+def test_killing_one_of_three_workers_during_training_gives_the_same_bits(serial, tmp_path):
+    """One worker dies inside step 1 (while compiling its blocks), one
+    holding the only copy of a block is killed between steps, and one is
+    killed from another thread while steps run: training completes with the
+    same bits."""
+    flag = str(tmp_path / "kill-one-worker")
+    open(flag, "w").close()
+    with Cluster(3) as c:
+        t = trainer(c.client, np.float64, loss=killing_loss(flag))
+        x, y = problem(np.float64)[1:]
+        losses = [t.step(x, y) for _ in range(6)]
+        assert os.path.exists(flag + ".taken")  # a worker died during step 1
+        holder = sole_holder(c.client, t._parallel.value_and_grad.block_keys)
+        sent = t._parallel.value_and_grad.blocks_sent
+        os.kill(c.worker_pids()[holder], signal.SIGKILL)
+        losses += [t.step(x, y) for _ in range(6)]
+        assert t._parallel.value_and_grad.blocks_sent > sent  # its blocks were sent again
+        pid = next(iter(c.worker_pids().values()))
+        threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
+        losses += [t.step(x, y) for _ in range(STEPS - 12)]
+        t.close()
+    assert same_bits(losses, serial[np.float64][0])
+    assert same_bits(t.params, serial[np.float64][1])
+
+
+def test_local_client_starts_and_closes_its_own_cluster(serial):
+    t = trainer("local", np.float32, n_workers=2)
+    try:
+        assert same_bits(train(t, np.float32, steps=3), serial[np.float32][0][:3])
+        cluster = t._parallel.value_and_grad.client.cluster
+    finally:
+        t.close()
+    assert cluster.status.name == "closed"

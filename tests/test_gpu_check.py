@@ -17,7 +17,7 @@ def test_dry_run_lists_the_parts_and_finds_everything_it_names():
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    for part in ("environment", "gpu-tests", "contract-tests", "benchmark"):
+    for part in ("environment", "gpu-tests", "nccl-tests", "contract-tests", "benchmark"):
         assert part in out
     assert "tests collected" in out and "benchmark imports: tau_omega, retrieval" in out
     assert "dry run: everything named exists and imports" in out

@@ -1,9 +1,10 @@
-"""Data-parallel value and gradient on a Dask LocalCluster, against one process.
+"""Data parallelism on a Dask LocalCluster against one process: (1) the value
+and gradient of an MLP, (2) a 10^7-pixel soil-moisture retrieval chunk by chunk.
 
-A digits-sized MLP (64 inputs, 32 tanh units, 10 classes, softmax
-cross-entropy; synthetic data of the digits data set's shape) over N rows cut
-into blocks of B rows. Contenders, all computing ``(loss, grads)`` of the mean
-loss:
+Part ``mlp``. A digits-sized MLP (64 inputs, 32 tanh units, 10 classes,
+softmax cross-entropy; synthetic data of the digits data set's shape) over N
+rows cut into blocks of B rows. Contenders, all computing ``(loss, grads)`` of
+the mean loss:
 
 - ``whole``: ``jit(value_and_grad(mean loss))`` over the whole batch in this
   process (a different summation order: not the same bits, the baseline a
@@ -14,19 +15,63 @@ loss:
   LocalCluster of 1 and 2 worker processes (one thread each); the batch is
   on the workers after the first call, each call sends the parameters.
 
-Timings are best of N with the contenders interleaved; rows per second and
-ratios are from the same run. Scaling efficiency is t(dask-1) / (2 t(dask-2)).
+Part ``retrieval``. The soil-moisture retrieval (Stages 1-4, ``isokernel run
+soil-moisture``) over a synthetic scene of ``--pixels`` pixels, written once
+as NetCDF to a temporary folder before any timing (``write_scene``; its
+generation and writing are not timed). Contenders, each computing mv, eps_re
+and vwc for every pixel of the scene's grid:
 
-    python benchmarks/distributed.py [--rows 32768] [--block-rows 4096] [--repeats 10]
-                                     [--strategy reference|native] [--dtype float32]
+- ``jit 1 thread``: ``jit(retrieve, workers=1)`` on this process's fastest
+  CPU strategy over the whole scene, already in memory: the single-core
+  compute rate;
+- ``jit``: the same on all the cores this process may use: the
+  single-process compute baseline, no file read or written;
+- ``read inputs`` and ``write outputs``: loading the retrieval's 8 inputs
+  from the scene file, and writing its 3 outputs as NetCDF, in this process:
+  the file I/O that the ``run`` rows include;
+- ``run``: ``isokernel.models.run.run`` without a cluster (``isokernel run``
+  without ``--dask``): read, compute chunk by chunk, write the output file;
+- ``dask-1``, ``dask-2``: the same ``run`` on a LocalCluster of 1 and 2
+  worker processes, one Dask thread each: the clusters ``open_client("local",
+  n)`` starts for ``isokernel run --dask local --workers n``, started once
+  (the start time is printed, not timed) and reached by their scheduler
+  address. Every chunk runs on the strategy ``auto`` picks on its worker,
+  whose thread pool has as many threads as the worker's CPU budget (printed).
+
+The ``run`` rows include reading the inputs and writing the output file (to
+a temporary name, renamed when complete); ``read inputs`` and ``write
+outputs`` show that share. ``same bits`` compares each contender's outputs
+with ``jit``'s. Beside them, two limits: the memory-bandwidth bound (the
+inputs' and outputs' bytes per pixel at the copy bandwidth measured in this
+run) and the compute roof (``jit 1 thread``'s rate times the cores). On a
+machine with 2 cores, 2 workers share them with each other and with the
+driver (and the scheduler): they cannot run twice as fast as one. There each
+worker's strategy already runs 2 threads (its CPU budget is both cores), so
+one worker has the whole machine and two run 4 threads on 2 cores.
+
+The files are NetCDF, as ``isokernel demo --save-scene scene.nc`` writes
+them: ``run`` over Zarr stores took 2-3.5 times as long here (10^6 pixels).
+At 10^7 pixels the scene takes about 30-50 s to generate and the retrieval
+part about 3-4 minutes on 2 cores; ``--pixels 1000000`` takes about 40 s.
+
+Timings are best of N with the contenders interleaved; rates and ratios are
+from the same run. Scaling efficiency is t(dask-1) / (2 t(dask-2)).
+
+    python benchmarks/distributed.py [--part mlp|retrieval|all]
+        [--rows 32768] [--block-rows 4096] [--repeats 10] [--strategy reference|native]
+        [--dtype float32] [--pixels 10000000] [--chunk 1048576] [--retrieval-repeats 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
 # this file's name is the Dask package's: keep its folder off the import path
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +83,22 @@ import isokernel as ik  # noqa: E402
 import isokernel.numpy as inp  # noqa: E402
 from isokernel import distributed as dist  # noqa: E402
 
+
+def _load_common():
+    """benchmarks/_common.py, loaded by its path (the folder is off the import path)."""
+    spec = importlib.util.spec_from_file_location("_common", os.path.join(HERE, "_common.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_common = _load_common()
+interleaved_best, try_import = _common.interleaved_best, _common.try_import
+
 FEATURES, HIDDEN, CLASSES = 64, 32, 10
+
+
+# ------------------------------------------------------------------ part 1: the MLP
 
 
 def mlp_loss(params, x, onehot):
@@ -61,12 +121,6 @@ def data(rows: int, dtype):
     return tuple(p.astype(dtype) for p in params), x.astype(dtype), onehot.astype(dtype)
 
 
-def best_of(fn, args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
-
-
 def same_bits(a, b) -> bool:
     la, lb = ik.tree_flatten(a)[0], ik.tree_flatten(b)[0]
     return all(np.asarray(p).tobytes() == np.asarray(q).tobytes() for p, q in zip(la, lb))
@@ -83,16 +137,6 @@ def contenders(args, clients):
     return found
 
 
-def measure(functions, batch, repeats: int) -> dict:
-    for fn in functions.values():
-        fn(*batch)  # compile, and scatter the batch
-    best = dict.fromkeys(functions, float("inf"))
-    for _ in range(repeats):
-        for name, fn in functions.items():
-            best[name] = min(best[name], best_of(fn, batch))
-    return best
-
-
 def report(args, best: dict, functions, batch) -> None:
     blocked = functions["blocked"](*batch)
     n_blocks = len(dist.block_bounds(args.rows, args.block_rows))
@@ -107,14 +151,7 @@ def report(args, best: dict, functions, batch) -> None:
         print(f"scaling efficiency 1 -> 2 workers: {best['dask-1'] / (2 * best['dask-2']):.2f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=32768)
-    parser.add_argument("--block-rows", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--strategy", default="reference")
-    parser.add_argument("--dtype", default="float32")
-    args = parser.parse_args()
+def mlp_part(args) -> None:
     from distributed import Client, LocalCluster
     with dist.quiet_workers():  # no statistical profiler on the workers
         clusters = {n: LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
@@ -123,11 +160,299 @@ def main() -> None:
     try:
         batch = data(args.rows, np.dtype(args.dtype))
         functions = contenders(args, clients)
-        report(args, measure(functions, batch, args.repeats), functions, batch)
-    finally:
-        for n in clients:
+        best = interleaved_best(functions, batch, args.repeats)[1]
+        report(args, best, functions, batch)
+    finally:  # newest first: each client, closing, restores the Dask scheduler set before it
+        for n in reversed(clients):
             clients[n].close()
             clusters[n].close()
+
+
+# ------------------------------------------------------------------ part 2: the retrieval
+
+MODEL = "soil-moisture"
+OUTPUTS = ("mv", "eps_re", "vwc")
+WORKERS = (1, 2)
+RUN_ROWS = ("run", *(f"dask-{n}" for n in WORKERS))
+
+
+def _quiet(*_args, **_kwargs) -> None:
+    """``echo`` for ``run`` and ``write_scene``: the table says what happened."""
+
+
+def cpu_threads() -> int:
+    """The CPU budget of the calling process: the threads its strategy runs."""
+    return ik.deploy.cpu_budget().value
+
+
+def auto_strategy():
+    """The CPU strategy ``auto`` picks in the calling process (a worker's too)."""
+    from isokernel.backends import Device, choose
+    return choose("auto", Device("cpu"))
+
+
+def timed(fn, *args):
+    """(fn(*args), seconds)."""
+    start = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - start
+
+
+def make_scene(folder: str, pixels: int):
+    """The synthetic scene written once as NetCDF; returns (path, grid)."""
+    from isokernel.models.run import write_scene
+    from isokernel.models.soil_moisture import Grid, generate_scene
+    path, grid = os.path.join(folder, "scene.nc"), Grid.square(pixels)
+    scene, made = timed(generate_scene, pixels)
+    _, wrote = timed(write_scene, path, scene, grid, _quiet)
+    print(f"scene: {pixels:,} pixels generated in {made:.1f} s, written to NetCDF in "
+          f"{wrote:.1f} s ({os.path.getsize(path) / 1e6:.0f} MB); neither is timed below")
+    return path, grid
+
+
+def read_inputs(path: str) -> tuple:
+    """The retrieval's inputs from the scene file, flat, as ``run`` reads them."""
+    import xarray as xr
+
+    from isokernel.models.soil_moisture import RETRIEVAL_INPUTS
+    with xr.open_dataset(path) as ds:
+        return tuple(np.ascontiguousarray(ds[name].values).reshape(-1)
+                     for name in RETRIEVAL_INPUTS)
+
+
+def write_outputs(outputs: dict, grid, path: str) -> None:
+    """The retrieval's outputs on the scene's (y, x) grid as NetCDF."""
+    import xarray as xr
+    shape = (grid.height, grid.width)
+    ds = xr.Dataset({n: (("y", "x"), np.asarray(outputs[n]).reshape(shape)) for n in OUTPUTS})
+    ds.to_netcdf(path)
+
+
+def run_call(scene: str, output: str, chunks: dict, address: str | None):
+    """``isokernel run soil-moisture SCENE OUTPUT`` in this process (address
+    None) or on the cluster at ``address``; replaces its own earlier output."""
+    from isokernel.models.run import run
+
+    def call():
+        return run(MODEL, scene, output, chunks=chunks, dask_address=address, progress=False,
+                   echo=_quiet, overwrite=True)
+    return call
+
+
+def start_clusters() -> dict:
+    """One client per worker count, on the LocalCluster ``--dask local`` starts."""
+    from isokernel.models.run import open_client
+    clients = {}
+    for n in WORKERS:
+        clients[n], seconds = timed(open_client, "local", n)
+        print(f"LocalCluster of {n} worker(s) started in {seconds:.1f} s (not timed below)")
+    return clients
+
+
+def close_clusters(clients: dict) -> None:
+    """Newest first: each client, closing, restores the Dask scheduler set before it."""
+    for client in reversed(clients.values()):
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every retrieval contender shares: the scene file, its grid, the
+    chunk rows, the strategy ``auto`` picks here and the inputs in memory."""
+    folder: str
+    scene: str
+    grid: object
+    chunk_rows: int
+    strategy: object
+    inputs: tuple
+
+    @property
+    def pixels(self) -> int:
+        """Every pixel of the grid, the last row's padding too: all are computed."""
+        return self.grid.height * self.grid.width
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.grid.height // self.chunk_rows)
+
+    def output(self, name: str) -> str:
+        return os.path.join(self.folder, f"{name.replace(' ', '-')}.nc")
+
+
+def compute_rows(setup: Setup) -> dict:
+    """The retrieval jitted over the whole scene in memory: one thread (when
+    the strategy takes ``workers=``) and every core."""
+    from isokernel.models.soil_moisture import retrieve
+    name, rows = setup.strategy.name, {}
+    if "workers" in setup.strategy.options:
+        rows["jit 1 thread"] = functools.partial(ik.jit(retrieve, strategy=name, workers=1),
+                                                 *setup.inputs)
+    rows["jit"] = functools.partial(ik.jit(retrieve, strategy=name), *setup.inputs)
+    return rows
+
+
+def file_rows(setup: Setup, outputs: dict, clients: dict) -> dict:
+    """Reading the inputs, writing the outputs, and ``run`` here and on the clusters."""
+    rows = {"read inputs": functools.partial(read_inputs, setup.scene),
+            "write outputs": functools.partial(write_outputs, outputs, setup.grid,
+                                               setup.output("write outputs"))}
+    addresses = {"run": None, **{f"dask-{n}": c.scheduler.address for n, c in clients.items()}}
+    for name, address in addresses.items():
+        rows[name] = run_call(setup.scene, setup.output(name), {"y": setup.chunk_rows}, address)
+    return rows
+
+
+def output_bits(path: str, outputs: dict, grid) -> bool:
+    """Whether the file holds ``outputs`` bit for bit (NaN payloads too: no decoding)."""
+    import xarray as xr
+    shape = (grid.height, grid.width)
+    with xr.open_dataset(path, mask_and_scale=False) as ds:
+        return all(ds[n].values.tobytes() == np.asarray(outputs[n]).reshape(shape).tobytes()
+                   for n in OUTPUTS)
+
+
+def bits(setup: Setup, first: dict) -> dict:
+    """Per contender: the same bits as ``jit``'s outputs (the reference), or
+    '-' (I/O alone)."""
+    ref = first["jit"]
+    found = {name: "-" for name in first}
+    if "jit 1 thread" in first:
+        found["jit 1 thread"] = same_bits(first["jit 1 thread"], ref)
+    found["jit"] = "reference"
+    for name in RUN_ROWS:
+        found[name] = output_bits(setup.output(name), ref, setup.grid)
+    return found
+
+
+def retrieval_header(args, setup: Setup) -> None:
+    g, rows, padding = setup.grid, setup.chunk_rows, setup.pixels - args.pixels
+    padded = f", and {padding:,} NaN pixels padding its last row" if padding else ""
+    print(f"soil-moisture retrieval (Stages 1-4, `isokernel run {MODEL}`), {args.pixels:,} "
+          f"pixels on a {g.height}x{g.width} grid{padded}, float64; chunks of {rows} rows "
+          f"({rows * g.width:,} pixels), {setup.chunks} chunk(s); strategy "
+          f"{setup.strategy.name}; best of {args.retrieval_repeats}, interleaved")
+    if setup.chunks < max(WORKERS):
+        print(f"note: fewer chunks than the {max(WORKERS)} workers: some idle; pass a smaller "
+              f"--chunk, e.g. --chunk {setup.pixels // (2 * max(WORKERS))}")
+
+
+def retrieval_table(setup: Setup, best: dict, same: dict) -> None:
+    print(f"{'contender':<14} {'s/call':>8} {'Mpixel/s':>9} {'vs run':>7} {'vs jit':>7}"
+          f"  same bits")
+    for name, t in best.items():
+        print(f"{name:<14} {t:8.3f} {setup.pixels / t / 1e6:9.2f} {best['run'] / t:6.2f}x "
+              f"{best['jit'] / t:6.2f}x  {same[name]}")
+
+
+def limits(setup: Setup, best: dict, outputs: dict) -> None:
+    """The memory-bandwidth bound and the compute roof, in Mpixel/s."""
+    from isokernel.models.demo import memory_bandwidth
+    per_pixel = sum(a.itemsize for a in setup.inputs)
+    per_pixel += sum(np.asarray(outputs[n]).itemsize for n in OUTPUTS)
+    bandwidth = memory_bandwidth()
+    print(f"{'memory bound':<14} {'':8} {bandwidth / per_pixel / 1e6:9.2f}  {per_pixel} B/pixel "
+          f"of inputs and outputs at {bandwidth / 1e9:.1f} GB/s (copy bandwidth, this run)")
+    if "jit 1 thread" in best:
+        compute_roof(setup, best)
+
+
+def compute_roof(setup: Setup, best: dict) -> None:
+    """``jit 1 thread``'s rate times the cores; a contender that computes
+    the retrieval faster says the load changed during the run."""
+    cores = cpu_threads()
+    roof = cores * setup.pixels / best["jit 1 thread"]
+    print(f"{'compute roof':<14} {'':8} {roof / 1e6:9.2f}  jit 1 thread's rate x {cores} cores")
+    if min(best[name] for name in ("jit", *RUN_ROWS)) < setup.pixels / roof:
+        print("note: a contender beat the compute roof: the machine's load changed during the "
+              "run (other processes on its cores); read the ratios with care")
+
+
+def cluster_notes(best: dict, clients: dict) -> None:
+    """Scaling efficiency, and what each worker runs on how many threads."""
+    print(f"scaling efficiency 1 -> 2 workers: {best['dask-1'] / (2 * best['dask-2']):.2f}")
+    for n, client in clients.items():
+        threads = sorted(set(client.run(cpu_threads).values()))
+        kinds = sorted({s.name for s in client.run(auto_strategy).values()})
+        print(f"dask-{n}: {n} worker process(es), 1 Dask thread each, strategy "
+              f"{', '.join(kinds)} with {', '.join(map(str, threads))} threads each (the "
+              f"worker's CPU budget)")
+    print(f"{cpu_threads()} cores here: 2 workers share them with each other, the scheduler "
+          f"and this driver process; `run` and `jit` use them all in one process")
+
+
+def measure_retrieval(args, folder: str, scene: str, grid, clients: dict) -> None:
+    setup = Setup(folder, scene, grid, max(1, args.chunk // grid.width), auto_strategy(),
+                  read_inputs(scene))
+    retrieval_header(args, setup)
+    rows = compute_rows(setup)
+    outputs = rows["jit"]()  # compiles; the outputs ``write outputs`` writes
+    rows.update(file_rows(setup, outputs, clients))
+    first, best = interleaved_best(rows, (), args.retrieval_repeats)
+    retrieval_table(setup, best, bits(setup, first))
+    limits(setup, best, outputs)
+    cluster_notes(best, clients)
+    print("`run` rows: read the inputs, compute, write the output file (under a temporary "
+          "name, renamed when complete); `read inputs` and `write outputs` are that I/O alone")
+
+
+IO_FIX = "pip install 'isokernel[io]'"
+
+
+def retrieval_part(args) -> None:
+    notes: list = []
+    missing = [m for m in ("xarray", "distributed") if try_import(m, notes, IO_FIX) is None]
+    if missing:
+        print("retrieval part skipped:\n" + "\n".join(notes))
+        return
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average at the start: {load} ({cpu_threads()} cores)")
+    with tempfile.TemporaryDirectory(prefix="isokernel-retrieval-") as folder:
+        scene, grid = make_scene(folder, args.pixels)
+        clients = start_clusters()
+        try:
+            measure_retrieval(args, folder, scene, grid, clients)
+        finally:
+            close_clusters(clients)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--part", choices=("mlp", "retrieval", "all"), default="all")
+    p.add_argument("--rows", type=int, default=32768, help="MLP: rows of the batch")
+    p.add_argument("--block-rows", type=int, default=4096, help="MLP: rows per block")
+    p.add_argument("--repeats", type=int, default=10, help="MLP: interleaved rounds")
+    p.add_argument("--strategy", default="reference", help="MLP: the strategy of every block")
+    p.add_argument("--dtype", default="float32", help="MLP: dtype of the data")
+    p.add_argument("--pixels", type=positive, default=10_000_000,
+                   help="retrieval: pixels of the scene (default 10^7)")
+    p.add_argument("--chunk", type=positive, default=1 << 20,
+                   help="retrieval: pixels per chunk, rounded down to whole rows of the "
+                        "scene's grid (default 2^20, isokernel run's own)")
+    p.add_argument("--retrieval-repeats", type=positive, default=2,
+                   help="retrieval: interleaved rounds after one warm-up call each")
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
+    if args.part in ("mlp", "all"):
+        mlp_part(args)
+    if args.part == "all":
+        print()
+    if args.part in ("retrieval", "all"):
+        retrieval_part(args)
 
 
 if __name__ == "__main__":

@@ -78,9 +78,12 @@ def _run_parser(sub) -> None:
         "run", help="a pointwise model over a NetCDF or Zarr data set, chunk by chunk",
         description="Run MODEL over INPUT (NetCDF or Zarr, through xarray) chunk by chunk, "
                     "each chunk on the best strategy of the process that runs it, and write "
-                    "OUTPUT with CF attributes. The output appears only when every chunk "
-                    "succeeded. An existing OUTPUT is refused unless --overwrite is given and "
-                    "isokernel wrote it; OUTPUT is never the input. Models: soil-moisture "
+                    "OUTPUT with CF attributes and, beside it, its run manifest "
+                    "OUTPUT.manifest.json (input checksums, kernel digests, numerics, "
+                    "strategy per worker, versions, command line). The output appears only "
+                    "when every chunk succeeded. An existing OUTPUT is refused unless "
+                    "--overwrite is given and isokernel wrote it (its run manifest is "
+                    "replaced with it); OUTPUT is never the input. Models: soil-moisture "
                     "(the retrieval), soil-moisture-forward (TB and sigma0 from soil "
                     "moisture), or MODULE:FUNCTION.")
     run.add_argument("model", metavar="MODEL", help="soil-moisture, soil-moisture-forward or "
@@ -98,7 +101,11 @@ def _run_parser(sub) -> None:
     run.add_argument("--workers", type=int, help="workers of --dask local (default: CPUs)")
     run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                      help="float precision of the inputs (default float64)")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                     help="progress on stderr (default on): a bar in this process; with "
+                          "--dask a line about every second and a final one with chunks "
+                          "done of the total and, per worker, its chunks and pixels/s; "
+                          "--no-progress turns it off")
     run.add_argument("--stage5", action="store_true",
                      help="soil-moisture with Stage 5 (needs sigma0_hh): the same as MODEL "
                           "soil-moisture-stage5")
@@ -166,7 +173,7 @@ def _dispatch(args) -> None:
     elif args.command == "run":
         run_model(stage5_model(args.model, args.stage5), args.input, args.output, args.var,
                   parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
-                  progress=not args.no_progress, strategy=args.strategy,
+                  progress=args.progress, strategy=args.strategy,
                   overwrite=args.overwrite)
     elif args.command == "quickstart-mlp":
         quickstart_mlp(args.device, args.strategy, args.steps, args.seed, args.show_backend)

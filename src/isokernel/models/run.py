@@ -21,20 +21,38 @@ never the output. A replaced Zarr store is renamed aside before the new one
 moves in and deleted after, and temporaries left by killed runs are cleared
 by the next run in that folder (``prepare_output``).
 
+Beside every output ``run`` writes its run manifest, ``OUTPUT.manifest.json``:
+the input's SHA-256 and variables, the outputs, the model and the digests of
+the kernels that ran, numerics, strategy and tally per worker, chunking,
+versions, times and the command line, enough to audit and reproduce the
+run. It is written under a temporary name and moved in right after the
+output (the same run id is in both), so it is replaced with the output and
+an interrupted run leaves the old pair as it was. On a cluster, progress is
+one line per second on stderr with each worker's chunks and pixels/s.
+
 Needs the ``io`` extra (xarray, netCDF4 or h5netcdf, zarr, dask[distributed]).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import datetime
+import hashlib
 import json
 import math
 import os
+import platform
 import re
+import shlex
 import shutil
+import socket
 import sys
+import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
+from importlib import metadata
 
 import numpy as np
 
@@ -150,17 +168,20 @@ def _load_function(target: str):
     return getattr(module, attr)
 
 
-_JITTED: dict = {}
+_COMPILED: dict = {}  # (target, chunk signature, strategy) -> the Compiled that runs it
+_COMPILE_LOCK = threading.Lock()  # one compile per key, however many threads a worker runs
 
 
-def _jitted(target: str, signature: tuple, strategy: str):
-    """One jitted model per process, strategy and chunk signature (length,
-    dtypes): chunks of different sizes are expected here, not retraces to
-    warn about."""
-    key = (target, signature, strategy)
-    if key not in _JITTED:
-        _JITTED[key] = jit(resolve_model(target).fn, strategy=strategy)
-    return _JITTED[key]
+def _compiled(target: str, flat: list, strategy: str) -> tuple[tuple, object]:
+    """The key and the compiled model of this process for one chunk
+    signature (length, dtypes): chunks of different sizes are expected
+    here, not retraces to warn about."""
+    key = (target, (flat[0].size, *(a.dtype.str for a in flat)), strategy)
+    with _COMPILE_LOCK:
+        if key not in _COMPILED:
+            _COMPILED[key] = jit(resolve_model(target).fn, strategy=strategy).lower(
+                *flat).compile()
+    return key, _COMPILED[key]
 
 
 def local_strategy(strategy: str = "auto") -> str:
@@ -191,21 +212,94 @@ def as_dict(result) -> dict:
 
 
 def run_chunk(*blocks, target: str, n_inputs: int, dims: tuple, outputs: tuple,
-              strategy: str = "auto"):
+              strategy: str = "auto", run: str = ""):
     """One chunk: the model over the flattened, broadcast input blocks;
-    the trailing blocks are each dim's index and coordinate values."""
+    the trailing blocks are each dim's index and coordinate values. The
+    chunk is counted in this process's tally of ``run``."""
     data, coords = blocks[:n_inputs], blocks[n_inputs:]
     shape = np.broadcast_shapes(*(b.shape for b in data))
     flat = [np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1) for b in data]
     try:
-        signature = (flat[0].size, *(a.dtype.str for a in flat))
-        result = as_dict(_jitted(target, signature, strategy)(*flat))
+        key, compiled = _compiled(target, flat, strategy)
+        result = as_dict(compiled.call_plain(tuple(flat)))  # CPU arrays of its signature
         arrays = [np.asarray(result[name]) for name in outputs]
     except Exception as err:
         raise ChunkError(f"chunk {_describe(dims, coords)} failed: "
                          f"{type(err).__name__}: {err}") from err
+    _count(run, key, flat[0].size)
     shaped = tuple(a.reshape(shape) for a in arrays)
     return shaped if len(shaped) > 1 else shaped[0]  # apply_ufunc: one output, no tuple
+
+
+# ------------------------------------------------------------------ tallies
+# Each process (this one, or each Dask worker) counts the chunks it ran for a
+# run and the compiled kernels that ran them; the progress lines poll the
+# counts and the run manifest collects the kernels (``client.run``).
+
+
+@dataclass
+class _Tally:
+    chunks: int = 0
+    pixels: int = 0
+    kernels: set = field(default_factory=set)  # keys of _COMPILED
+
+
+_TALLIES: dict[str, _Tally] = {}
+_TALLY_LOCK = threading.Lock()  # never held while compiling: polls must answer at once
+
+
+def _count(run: str, key: tuple, pixels: int) -> None:
+    with _TALLY_LOCK:
+        tally = _TALLIES.setdefault(run, _Tally())
+        tally.chunks += 1
+        tally.pixels += pixels
+        tally.kernels.add(key)
+
+
+def _tally_of(run: str) -> dict:
+    """Chunks and pixels this process finished for ``run`` so far."""
+    with _TALLY_LOCK:
+        tally = _TALLIES.get(run, _Tally())
+        return {"chunks": tally.chunks, "pixels": tally.pixels}
+
+
+def _worker_record(run: str, strategy: str) -> dict:
+    """What this process did for ``run`` (its tally is dropped): host, pid,
+    strategy, chunks, pixels, versions and the kernels that ran."""
+    with _TALLY_LOCK:
+        tally = _TALLIES.pop(run, _Tally())
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "strategy": local_strategy(strategy), "chunks": tally.chunks,
+            "pixels": tally.pixels, "versions": _versions(_WORKER_PACKAGES),
+            "kernels": [_kernel_record(key) for key in sorted(tally.kernels)]}
+
+
+_KERNEL_LINES = ("compiler", "contract", "mathlib")  # report lines that shape the code
+_PROVENANCE = re.compile(r" +# .*$", re.MULTILINE)  # the ``# model.py:14`` of a node
+
+
+def _kernel_record(key: tuple) -> dict:
+    """A compiled kernel: its signature, strategy, numerics and digests.
+    ``graph_sha256`` hashes the recorded IR as printed, without the
+    source-line comments (ops, wiring, constants, attributes, shapes,
+    dtypes: the computation); ``source_sha256`` hashes the code the
+    strategy generated and ran, exactly (C for native, the NumPy or tile
+    programs otherwise; its comments name source lines, so it can differ
+    between call paths of one computation)."""
+    _, signature, _ = key
+    compiled = _COMPILED[key]
+    lowered = compiled.lowered
+    lines = dict(compiled.executable.report_lines())
+    return {"strategy": lowered.strategy.name, "numerics": lowered.numerics,
+            "reductions": lowered.reductions, "chunk_pixels": signature[0],
+            "dtypes": list(signature[1:]),
+            "graph_sha256": _sha256_text(_PROVENANCE.sub("", str(compiled.graph))),
+            "source_sha256": _sha256_text(compiled.source()),
+            **{name: lines[name] for name in _KERNEL_LINES if name in lines}}
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ------------------------------------------------------------------ data sets
@@ -341,7 +435,8 @@ def _coordinate_blocks(template):
     return out
 
 
-def _compute(target_arrays, model: Model, output_names, template, strategy: str):
+def _compute(target_arrays, model: Model, output_names, template, strategy: str,
+             run: str = ""):
     import xarray as xr
     coords = _coordinate_blocks(template)
     first = [a.isel({d: 0 for d in a.dims}).values.reshape(1) for a in target_arrays]
@@ -353,7 +448,7 @@ def _compute(target_arrays, model: Model, output_names, template, strategy: str)
         output_core_dims=[[] for _ in names],
         kwargs={"target": model.name, "n_inputs": len(target_arrays),
                 "dims": tuple(template.dims), "outputs": tuple(names),
-                "strategy": strategy})
+                "strategy": strategy, "run": run})
     results = results if isinstance(results, tuple) else (results,)
     return dict(zip(names, results))
 
@@ -371,14 +466,16 @@ _NOT_OURS = ("output {path} exists and was not written by isokernel ({why}); iso
              "another OUTPUT")
 
 
-def manifest(model: str, input_path: str | None, variables) -> str:
+def manifest(model: str, input_path: str | None, variables, run: str | None = None) -> str:
     """The ``isokernel_manifest`` attribute: a small JSON record of who wrote
-    the data set, from what, when, and which variables."""
+    the data set, from what, when, and which variables; with ``run``, the id
+    its run manifest (``OUTPUT.manifest.json``) carries too."""
     from importlib.metadata import version
     source = None if input_path is None else os.path.abspath(input_path)
-    return json.dumps({"model": model, "input": source, "isokernel": version("isokernel"),
-                       "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "variables": sorted(map(str, variables))})
+    record = {"model": model, "input": source, "isokernel": version("isokernel"),
+              "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "variables": sorted(map(str, variables))}
+    return json.dumps(record if run is None else {**record, "run": run})
 
 
 def prepare_output(path: str, overwrite: bool, echo=print, input_path: str | None = None,
@@ -541,13 +638,19 @@ def _orphaned(path: str, pid: int) -> bool:
 
 
 def _settle(path: str, match: re.Match, echo) -> None:
-    """A stale ``partial`` is removed; a stale ``replaced`` store is removed
+    """A stale ``partial`` is removed, except a run manifest whose output
+    moved in (it is moved in too); a stale ``replaced`` store is removed
     when its replacement is in place, else renamed back."""
     output = os.path.join(os.path.dirname(path), match["stem"] + (match["suffix"] or ""))
     if match["kind"] == "replaced" and not os.path.lexists(output):
         os.rename(path, output)
         echo(f"restored {output} from {path}: process {match['pid']} was stopped while "
              f"replacing it")
+        return
+    if match["kind"] == "partial" and _describes(path, output):
+        os.replace(path, output)
+        echo(f"completed {output} from {path}: process {match['pid']} was stopped after "
+             f"moving its output in")
         return
     _remove(path)
     echo(f"removed {path}, left behind by process {match['pid']}, which is gone")
@@ -603,14 +706,13 @@ def _dataset(results: dict, model: Model, source_attrs: dict, record: str):
     return ds
 
 
-def _write(ds, path: str, client, progress: bool) -> None:
+def _write(ds, path: str, client, progress: _Progress | None) -> None:
     delayed = (ds.to_zarr(path, compute=False, mode="w", consolidated=False) if _is_zarr(path)
                else ds.to_netcdf(path, compute=False))
     if client is not None:
         future = client.compute(delayed)
         if progress:
-            from distributed import progress as show
-            show(future)
+            progress.watch(client, future)
         future.result()
         return
     import dask
@@ -633,15 +735,361 @@ def _written(write, temporary: str, *args) -> None:
         raise _folder_error(os.path.dirname(temporary), err) from err
 
 
-def _write_on_cluster(ds, temporary: str, address, workers, progress: bool,
-                      strategy: str) -> dict[str, str]:
+def _write_on_cluster(ds, temporary: str, address, workers, progress: _Progress | None,
+                      strategy: str, run: str) -> tuple[dict[str, str], dict[str, dict]]:
+    """Write ``ds`` into ``temporary``; returns the strategy of each process
+    (asked before) and what each did (``_worker_record``, asked after)."""
     client = open_client(address, workers)
     try:
         strategies = _strategies(client, strategy)
         _written(_write, temporary, ds, temporary, client, progress)
+        records = _worker_records(client, run, strategy)
     finally:
         _close(client)  # stops what still runs on the cluster before the temporary goes
-    return strategies
+        _forget(run)
+    return strategies, records
+
+
+def _worker_records(client, run: str, strategy: str) -> dict[str, dict]:
+    """``_worker_record`` of this process, or of every worker of the cluster
+    (one that cannot answer is recorded with its error, never dropped)."""
+    if client is None:
+        return {"this process": _worker_record(run, strategy)}
+    answers = client.run(_worker_record, run, strategy, on_error="return")
+    return {name: answer if isinstance(answer, dict) else
+            {"error": f"{type(answer).__name__}: {answer}"} for name, answer in answers.items()}
+
+
+def _forget(run: str) -> None:
+    """Drop this process's tally of ``run`` (left by a failed run)."""
+    with _TALLY_LOCK:
+        _TALLIES.pop(run, None)
+
+
+# ------------------------------------------------------------------ run manifest
+# ``OUTPUT.manifest.json`` beside every output of ``run``: what ran, on what,
+# where and how, to audit and reproduce it. It is written under a temporary
+# name and moved in right after the output, whose ``isokernel_manifest``
+# attribute carries the same run id.
+
+RUN_MANIFEST_SUFFIX = ".manifest.json"
+RUN_MANIFEST_FORMAT = "isokernel-run-manifest/1"
+HASH_BLOCK = 1 << 20  # bytes of the input read and hashed at a time
+_PACKAGES = ("isokernel", "numpy", "dask", "distributed", "xarray", "netCDF4", "h5netcdf",
+             "zarr")
+_WORKER_PACKAGES = ("isokernel", "numpy", "dask", "distributed")
+
+
+def run_manifest_path(output: str) -> str:
+    """Where the run manifest of ``output`` lies: ``OUTPUT.manifest.json``."""
+    return output.rstrip("/") + RUN_MANIFEST_SUFFIX
+
+
+def read_run_manifest(path: str) -> dict | None:
+    """The run manifest at ``path``, or None for anything else (a link, a
+    folder, another JSON file, unreadable bytes)."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ours = isinstance(record, dict) and record.get("format") == RUN_MANIFEST_FORMAT
+    return record if ours and isinstance(record.get("run"), str) else None
+
+
+def _check_run_manifest(path: str) -> None:
+    if os.path.lexists(path) and read_run_manifest(path) is None:
+        raise FileExistsError(f"{path} exists and is not a run manifest isokernel wrote; "
+                              f"isokernel writes the output's run manifest there and replaces "
+                              f"only its own: move it away or choose another OUTPUT")
+
+
+def _describes(manifest_path: str, path: str) -> bool:
+    """Whether ``manifest_path`` is the run manifest of the data set that
+    ``path`` (``OUTPUT.manifest.json``) belongs to: the same run id."""
+    if not path.endswith(RUN_MANIFEST_SUFFIX):
+        return False
+    output = path[: -len(RUN_MANIFEST_SUFFIX)]
+    written = read_run_manifest(manifest_path)
+    record = _record(output)[0] if written is not None and os.path.lexists(output) else None
+    return record is not None and record.get("run") == written["run"]
+
+
+@contextlib.contextmanager
+def _pair(output: str):
+    """The temporaries of ``output`` and of its run manifest, written in
+    that order and moved in in that order. A failure before the output
+    moved in removes both (an old pair stays as it was); after, the new
+    manifest still follows its output, so a manifest always describes the
+    output beside it."""
+    data, side = _sibling(output, "partial"), _sibling(run_manifest_path(output), "partial")
+    try:
+        yield data, side
+    except BaseException:
+        if not os.path.lexists(data) and _describes(side, run_manifest_path(output)):
+            _follow(side, run_manifest_path(output))
+        else:
+            _remove(data)
+            _remove(side)
+        raise
+
+
+def _follow(temporary: str, path: str) -> None:
+    """Move the new run manifest in beside its output; where that fails,
+    the old one (which describes the replaced output) goes too."""
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        _remove(path)
+        _remove(temporary)
+        raise
+
+
+def _write_json(path: str, record: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def checksum(path: str) -> dict:
+    """SHA-256 of a data set, read ``HASH_BLOCK`` bytes at a time: of the
+    file, or for a Zarr store (a folder) of its ``sha256sum`` listing, one
+    line ``HEX  RELATIVE/PATH`` per file in sorted order of the paths."""
+    if not os.path.isdir(path):
+        digest, size = _file_sha256(path)
+        return {"algorithm": "sha256", "sha256": digest, "bytes": size, "files": 1}
+    listing, total, names = hashlib.sha256(), 0, _store_files(path)
+    for name in names:
+        digest, size = _file_sha256(os.path.join(path, name))
+        listing.update(f"{digest}  {name}\n".encode())
+        total += size
+    return {"algorithm": "sha256 of the sorted sha256sum listing of the store's files",
+            "sha256": listing.hexdigest(), "bytes": total, "files": len(names)}
+
+
+def _file_sha256(path: str) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while block := f.read(HASH_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def _store_files(path: str) -> list[str]:
+    """Every file under ``path``, relative and with ``/``, sorted (as
+    ``LC_ALL=C sort`` sorts their UTF-8 names)."""
+    found = []
+    for folder, _, names in os.walk(path):
+        found += [os.path.relpath(os.path.join(folder, n), path) for n in names]
+    return sorted(name.replace(os.sep, "/") for name in found)
+
+
+def _in_background(fn, *args) -> concurrent.futures.Future:
+    """``fn(*args)`` on a daemon thread (an interrupted run does not wait
+    for it at exit)."""
+    future = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            future.set_result(fn(*args))
+        except Exception as err:  # handed to whoever asks for the result
+            future.set_exception(err)
+    threading.Thread(target=work, name="isokernel-checksum", daemon=True).start()
+    return future
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What ``run`` was asked to do, as the manifest records it."""
+
+    target: str
+    input_path: str
+    output: str
+    variables: tuple[str, ...]
+    chunks: dict[str, int] | None
+    dask_address: str | None
+    workers: int | None
+    dtype: str
+    strategy: str
+    overwrite: bool
+
+    def command(self) -> str:
+        """The ``isokernel run`` command line that asks the same."""
+        argv = ["isokernel", "run", self.target, self.input_path, self.output,
+                *(f"--var={v}" for v in self.variables)]
+        if self.chunks:
+            argv.append("--chunks=" + ",".join(f"{d}={n}" for d, n in self.chunks.items()))
+        if self.dask_address is not None:
+            argv += ["--dask", self.dask_address]
+        if self.workers is not None:
+            argv += ["--workers", str(self.workers)]
+        argv += ["--dtype", self.dtype, "--strategy", self.strategy]
+        return shlex.join(argv + ["--overwrite"] * self.overwrite)
+
+
+class _Timing:
+    """A run's start and end: UTC times and wall seconds."""
+
+    def __init__(self):
+        self.started_utc, self._started = _utc_now(), time.perf_counter()
+        self.finished_utc, self.seconds = None, None
+
+    def stop(self) -> None:
+        self.finished_utc, self.seconds = _utc_now(), time.perf_counter() - self._started
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _versions(names) -> dict[str, str | None]:
+    found = {"python": platform.python_version()}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _run_manifest(request: _Request, model: Model, data: dict, records: dict,
+                  timing: _Timing) -> dict:
+    """The run manifest: ``data`` holds the input, output and chunking
+    sections (``_data_sections``); ``records`` what each process did."""
+    kernels = _kernels(records)
+    return {"format": RUN_MANIFEST_FORMAT, "run": data["run"], "command": request.command(),
+            "argv": list(sys.argv),
+            "model": {"name": model.name, "description": model.description,
+                      "inputs": list(model.inputs)},
+            **{k: v for k, v in data.items() if k != "run"},
+            "dtype": request.dtype,
+            "numerics": sorted({k["numerics"] for k in kernels}),
+            "strategy": {"requested": request.strategy,
+                         "per_worker": {n: r.get("strategy") for n, r in records.items()}},
+            "kernels": kernels,
+            "workers": {n: {k: v for k, v in r.items() if k != "kernels"}
+                        for n, r in records.items()},
+            "cluster": {"dask": request.dask_address, "workers": request.workers},
+            "versions": _versions(_PACKAGES), "started_utc": timing.started_utc,
+            "finished_utc": timing.finished_utc, "wall_seconds": round(timing.seconds, 3)}
+
+
+def _data_sections(request: _Request, model: Model, ds, template, out, source: dict) -> dict:
+    """The run id, input (path, checksum, variables), output and chunking."""
+    record = json.loads(out.attrs[MANIFEST])
+    return {"run": record["run"],
+            "input": {"path": os.path.abspath(request.input_path), "checksum": source,
+                      "variables": _input_variables(ds, model, request)},
+            "output": {"path": os.path.abspath(request.output), "attribute": record,
+                       "variables": [_variable(name, a) for name, a in out.data_vars.items()]},
+            "chunks": _chunking(template, request.chunks)}
+
+
+def _input_variables(ds, model: Model, request: _Request) -> list[dict]:
+    """Each model input: the variable read, its dims, shape, stored dtype
+    and the dtype it was computed in (floats become ``dtype``)."""
+    mapping = parse_mapping(list(request.variables), "--var")
+    found = []
+    for name in model.inputs:
+        var = ds[mapping.get(name, name)]
+        floating = np.issubdtype(var.dtype, np.floating)
+        found.append({"input": name, **_variable(var.name, var),
+                      "computed_as": request.dtype if floating else str(var.dtype)})
+    return found
+
+
+def _variable(name, array) -> dict:
+    return {"name": str(name), "dims": list(map(str, array.dims)),
+            "shape": [int(n) for n in array.shape], "dtype": str(array.dtype)}
+
+
+def _chunking(template, requested: dict[str, int] | None) -> dict:
+    """The chunks that ran: their count, and per dimension runs of
+    ``[size, how many]`` (``[[512, 9], [100, 1]]``)."""
+    sizes = {str(d): _runs(c) for d, c in zip(template.dims, template.chunks)}
+    return {"requested": requested, "count": _chunk_count(template), "sizes": sizes}
+
+
+def _runs(sizes) -> list[list[int]]:
+    found: list[list[int]] = []
+    for size in map(int, sizes):
+        if found and found[-1][0] == size:
+            found[-1][1] += 1
+        else:
+            found.append([size, 1])
+    return found
+
+
+def _kernels(records: dict) -> list[dict]:
+    """The kernels that ran, each once, with the workers that ran it."""
+    found: dict[str, dict] = {}
+    for name, record in records.items():
+        for kernel in record.get("kernels", []):
+            key = json.dumps(kernel, sort_keys=True)
+            found.setdefault(key, {**kernel, "workers": []})["workers"].append(name)
+    return list(found.values())
+
+
+# ------------------------------------------------------------------ progress
+
+PROGRESS_SECONDS = 1.0  # at most one progress line per this many seconds
+
+
+class _Progress:
+    """Progress of a run: on a Dask cluster one line on stderr about every
+    ``PROGRESS_SECONDS`` and a final one, with chunks done of the total and,
+    per worker, its chunks and pixels per second of the computation so far;
+    in this process, dask's progress bar."""
+
+    def __init__(self, run: str, total: int):
+        self.run, self.total = run, total
+        self.started = time.perf_counter()
+
+    def watch(self, client, future) -> None:
+        from distributed import TimeoutError as Waiting  # asyncio's, before Python 3.11
+        from distributed import wait
+        self.started = time.perf_counter()
+        while True:
+            try:
+                wait(future, timeout=PROGRESS_SECONDS)
+                break
+            except Waiting:
+                self.show(client, final=False)
+        future.result()  # a failed chunk raises here, before any final line
+        self.show(client, final=True)
+
+    def show(self, client, final: bool) -> None:
+        tallies = client.run(_tally_of, self.run, on_error="return")
+        print(self.line(tallies, final), file=sys.stderr, flush=True)
+
+    def line(self, tallies: dict, final: bool) -> str:
+        seconds = max(time.perf_counter() - self.started, 1e-9)
+        done = sum(t["chunks"] for t in tallies.values() if isinstance(t, dict))
+        workers = "; ".join(_worker_progress(name, tallies[name], seconds)
+                            for name in sorted(tallies))
+        state = "done" if final else "running"
+        return (f"isokernel run: {state}, {done}/{self.total} chunks, {seconds:.1f} s | "
+                f"{workers}")
+
+
+def _worker_progress(name: str, tally, seconds: float) -> str:
+    if not isinstance(tally, dict):
+        return f"{name} no answer ({type(tally).__name__})"
+    n = tally["chunks"]
+    return f"{name} {n} chunk{'s' * (n != 1)} {_rate(tally['pixels'] / seconds)}"
+
+
+def _rate(per_second: float) -> str:
+    """``812 pixel/s``, ``3.4 kpixel/s``, ``12.5 Mpixel/s``, ``1.02 Gpixel/s``."""
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:.3g} {prefix}pixel/s"
+    return f"{per_second:.3g} pixel/s"
 
 
 # ------------------------------------------------------------------ clusters
@@ -699,36 +1147,68 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
         chunks: dict[str, int] | None = None, dask_address: str | None = None,
         workers: int | None = None, dtype: str = "float64", progress: bool = True,
         echo=print, strategy: str = "auto", overwrite: bool = False) -> dict:
-    """Run ``target`` over ``input_path`` and write ``output_path``; returns
-    a summary (outputs, chunks, seconds, strategies used). ``strategy``
-    (default ``auto``: each process's fastest) names the CPU strategy every
-    chunk runs on. An existing ``output_path`` is replaced only with
-    ``overwrite`` and only when isokernel wrote it (``prepare_output``)."""
+    """Run ``target`` over ``input_path`` and write ``output_path`` and,
+    beside it, its run manifest ``OUTPUT.manifest.json`` (``run_manifest``
+    in the summary); returns a summary (outputs, chunks, seconds,
+    strategies used). ``strategy`` (default ``auto``: each process's
+    fastest) names the CPU strategy every chunk runs on. An existing
+    ``output_path`` is replaced only with ``overwrite`` and only when
+    isokernel wrote it (``prepare_output``); its run manifest is replaced
+    with it. ``progress``: dask's progress bar in this process, per-worker
+    lines on stderr on a cluster."""
     local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
     _check_chunk_sizes(chunks)
     _at_least_one("--workers", workers)
     _require_io()
     model = resolve_model(target)
-    started = time.perf_counter()
+    request = _Request(target, input_path, output_path, tuple(variables), chunks, dask_address,
+                       workers, dtype, strategy, overwrite)
+    timing = _Timing()
     _check_input(input_path)
     output = prepare_output(output_path, overwrite, echo, input_path)
-    ds = _open(input_path)
+    _check_run_manifest(run_manifest_path(output))
+    strategies, template, results = _run_into(output, request, model, timing, progress, echo)
+    return _summary(output, results, template, strategies, timing.seconds, echo)
+
+
+def _run_into(output: str, request: _Request, model: Model, timing: _Timing, progress: bool,
+              echo):
+    """Compute, write the output and its run manifest under temporary names,
+    move both in; returns the strategies, the template and the results."""
+    run_id = uuid.uuid4().hex
+    ds = _open(request.input_path)
     try:
-        template, results = _results(ds, model, variables, chunks, dtype, input_path, echo,
-                                     strategy)
-        record = manifest(model.name, input_path, results)
-        out = _dataset(results, model, dict(ds.attrs), record)
-        with _temporary(output) as temporary:
-            strategies = _write_on_cluster(out, temporary, dask_address, workers, progress,
-                                           strategy)
-            _place(temporary, output, overwrite)
+        template, results = _results(ds, model, request.variables, request.chunks,
+                                     request.dtype, request.input_path, echo,
+                                     request.strategy, run_id)
+        out = _dataset(results, model, dict(ds.attrs),
+                       manifest(model.name, request.input_path, results, run_id))
+        source = _in_background(checksum, request.input_path)  # while the chunks run
+        watch = _Progress(run_id, _chunk_count(template)) if progress else None
+        with _pair(output) as (temporary, side):
+            strategies, records = _write_on_cluster(out, temporary, request.dask_address,
+                                                    request.workers, watch,
+                                                    request.strategy, run_id)
+            data = _data_sections(request, model, ds, template, out, source.result())
+            timing.stop()
+            record = _run_manifest(request, model, data, records, timing)
+            _place_pair(temporary, side, output, request.overwrite, record)
     finally:
         ds.close()
-    return _summary(output, results, template, strategies, time.perf_counter() - started, echo)
+    return strategies, template, results
+
+
+def _place_pair(temporary: str, side: str, output: str, overwrite: bool, record: dict) -> None:
+    """Write the run manifest into ``side``, move the output in, then the
+    manifest (``_pair`` settles an interruption between the two)."""
+    _written(_write_json, side, side, record)
+    _check_run_manifest(run_manifest_path(output))  # again: it may have appeared meanwhile
+    _place(temporary, output, overwrite)
+    _follow(side, run_manifest_path(output))
 
 
 def _results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
-             strategy: str):
+             strategy: str, run: str = ""):
     """The broadcast template of the inputs and the model's lazy outputs."""
     import xarray as xr
     arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype))
@@ -736,17 +1216,22 @@ def _results(ds, model: Model, variables, chunks, dtype: str, input_path: str, e
     arrays = _chunked(arrays, chunks)
     template = xr.broadcast(*arrays)[0]
     names = tuple(o.name for o in model.outputs)
-    return template, _compute(arrays, model, names, template, strategy)
+    return template, _compute(arrays, model, names, template, strategy, run)
+
+
+def _chunk_count(template) -> int:
+    return math.prod(len(c) for c in template.chunks)
 
 
 def _summary(output: str, results: dict, template, strategies: dict, seconds: float,
              echo) -> dict:
-    n_chunks = math.prod(len(c) for c in template.chunks)
+    n_chunks = _chunk_count(template)
+    path = run_manifest_path(output)
     echo(f"wrote {output}: {', '.join(results)} over {dict(template.sizes)} in "
          f"{n_chunks} chunks, {seconds:.1f} s; strategy per process: "
-         f"{', '.join(sorted(set(strategies.values())))}")
+         f"{', '.join(sorted(set(strategies.values())))}; run manifest {path}")
     return {"outputs": list(results), "chunks": n_chunks, "seconds": seconds,
-            "strategies": strategies}
+            "strategies": strategies, "run_manifest": path}
 
 
 def _strategies(client, strategy: str) -> dict[str, str]:

@@ -13,12 +13,13 @@ Problems (float64, Adam 1e-3, the same initial parameters for everyone):
 
 Contenders: isokernel ``Trainer`` on ``reference``, ``threads`` and
 ``native`` (``workers=1``: on a small step the pool costs more than it
-gives), JAX ``jit`` of ``value_and_grad`` and the optax update together, and
-PyTorch eager (``torch.optim.Adam``, one thread); NumPy's BLAS gets one
-thread too (``OPENBLAS_NUM_THREADS=1`` unless set). Each contender runs
-``--steps`` steps per round; rounds are interleaved and the best round
-counts. Every row prints ms per step, its ratio to JAX (time / JAX's time:
-below 1 is faster) and its first loss against isokernel reference's.
+gives) and ``native-whole`` (the whole step as one C function), JAX
+``jit`` of ``value_and_grad`` and the optax update together, and PyTorch
+eager (``torch.optim.Adam``, one thread); NumPy's BLAS gets one thread too
+(``OPENBLAS_NUM_THREADS=1`` unless set). Each contender runs ``--steps``
+steps per round; rounds are interleaved and the best round counts. Every
+row prints ms per step, its ratio to JAX (time / JAX's time: below 1 is
+faster) and its first loss against isokernel reference's.
 JAX, optax and PyTorch are skipped with a note when missing
 (``pip install 'isokernel[bench]'``; PyTorch: ``pip install torch``).
 
@@ -46,7 +47,7 @@ import isokernel.nn as nn  # noqa: E402
 import isokernel.numpy as inp  # noqa: E402
 from isokernel import optim  # noqa: E402
 
-STRATEGIES = ("reference", "threads", "native")
+STRATEGIES = ("reference", "threads", "native", "native-whole")
 LEARNING_RATE = 1e-3
 
 
@@ -197,7 +198,7 @@ def contenders(problem, seed, notes):
     params = mlp_params(sizes, seed)
     rows = {}
     for strategy in STRATEGIES:
-        options = {} if strategy == "reference" else {"workers": 1}
+        options = {"workers": 1} if strategy in ("threads", "native") else {}
         rows[f"isokernel Trainer {strategy}"] = ik.Trainer(
             loss, params, optim.adam(LEARNING_RATE), strategy=strategy, **options).step
     jax_step = jax_contender(jax_loss, params, notes)

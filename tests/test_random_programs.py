@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.backends import all_strategies
-from isokernel.ir.ops import TRANSCENDENTAL
 
-from .conftest import assert_contract
+from .conftest import assert_contract, owes_reference_bits
 
 UNARY = ["sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
          "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
@@ -117,9 +116,9 @@ def _bit_contract(strategy_name, graph) -> bool:
     """Whether the strategy promises these programs' bits: ``native`` calls
     libm and the GPU strategies libdevice for transcendentals (ulp-bounded
     per op, tested in test_native.py and test_cuda_gpu.py; composed programs
-    can amplify a bound without limit)."""
-    libm = strategy_name == "native" or strategy_name.startswith("cuda")
-    return not libm or not (graph.ops() & TRANSCENDENTAL)
+    can amplify a bound without limit); ``native-whole`` also sums in its
+    own order (checked in test_native_whole.py)."""
+    return owes_reference_bits(strategy_name, graph)
 
 
 def _check_parity(dtype, shapes, steps, seed):

@@ -214,9 +214,10 @@ def test_every_builtin_strategy_is_one_spec():
         assert isinstance(spec, ik.StrategySpec) and get_strategy(spec.name) is spec
         assert spec.profile.device == spec.device and spec.contract
         assert isinstance(spec.memory, ik.MemoryModel)
-    cpu = sorted((s for s in all_strategies() if s.device == "cpu"),
+    cpu = sorted((s for s in all_strategies() if s.device == "cpu" and s.auto_priority),
                  key=lambda s: -s.auto_priority)
     assert [s.name for s in cpu] == ["native", "threads", "reference"]
+    assert get_strategy("native-whole").auto_priority is None  # by name only, never auto
 
 
 @pytest.mark.parametrize("name", [s.name for s in all_strategies() if s.device == "cpu"])

@@ -21,7 +21,7 @@ from isokernel.deploy.platform import cpu_budget
 from isokernel.ir import EVAL, Op, dtypes
 from isokernel.ir.ops import COMPARE, LAYOUT, TRANSFORM_ONLY
 
-from .conftest import assert_contract
+from .conftest import LIBM_CPU, assert_contract
 from .test_random_programs import (
     ALL_KINDS,
     BINARY,
@@ -244,7 +244,7 @@ def _tau_omega_ulp(name: str) -> int:
     """The one exp's bound, plus 3 for the roundings it passes through."""
     from isokernel.backends.numerics import CUDA_ULP_BOUND
     from isokernel.ir import Op
-    if name == "native":
+    if name in LIBM_CPU:
         return 8
     return CUDA_ULP_BOUND[Op.EXP] + 3 if name.startswith("cuda") else 0
 

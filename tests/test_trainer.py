@@ -13,7 +13,7 @@ import isokernel.numpy as inp
 from isokernel import optim
 from isokernel.train import Trainer
 
-STRATEGIES = ["reference", "threads", "native"]
+STRATEGIES = ["reference", "threads", "native", "native-whole"]
 WIDTH = 8
 
 

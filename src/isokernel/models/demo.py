@@ -26,6 +26,7 @@ import numpy as np
 
 from ..backends import all_strategies, jit
 from ..backends.parity import bit_identical, max_ulp
+from ..ir.errors import BackendUnavailableError, PlanningError
 from .soil_moisture import (
     REFINED_INPUTS,
     RETRIEVAL_INPUTS,
@@ -107,12 +108,18 @@ def _candidates(args, chunks, pixels: int, echo, model=retrieve) -> tuple[list[C
             cands.append(Candidate(strategy.name, jit(model, strategy=strategy.name), {}))
         else:
             unavailable.append((strategy.name, reason))
+    ready = []
     for cand in cands:
         cand.out = {name: np.empty(pixels, dtype) for name in OUTPUTS}
         start = time.perf_counter()
-        cand.fn(*(a[chunks[0]] for a in args))
+        try:
+            cand.fn(*(a[chunks[0]] for a in args))
+        except (PlanningError, BackendUnavailableError) as err:  # a strategy not for this model
+            unavailable.append((cand.name, f"cannot run this model: {str(err).split('. ')[0]}"))
+            continue
         cand.prepare = time.perf_counter() - start
-    return cands, unavailable
+        ready.append(cand)
+    return ready, unavailable
 
 
 def _parity(out: dict, ref: dict) -> str:

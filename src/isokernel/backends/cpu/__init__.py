@@ -8,4 +8,4 @@ flag), ``staged`` (the staged executor of whole stages and row regions),
 ``loops`` (NumPy's strided loops for the GIL-free tile driver) and ``fpe``
 (NumPy's floating-point diagnostics for rows a kernel ran)."""
 
-from . import native, reference, threads  # noqa: F401  (each registers its strategy)
+from . import native, reference, threads, whole  # noqa: F401  (each registers its strategy)

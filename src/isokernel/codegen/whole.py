@@ -1,0 +1,439 @@
+"""Graph -> one C function: every node a loop nest over static shapes.
+
+``emit_whole`` writes a graph whose nodes are elementwise ops, reductions,
+layout ops and ``dot_general`` as one C function ``uint32_t f(void **args)``
+(arguments: the graph's inputs, its constants, a scratch arena, its outputs;
+result: the floating-point flags raised, as NumPy's ``NPY_FPE_*`` bits). A
+node's value lives in the arena at an offset fixed here; a buffer is reused
+once its last reader has run, and a reshape is the same buffer under another
+shape. The small graphs of a training step (hundreds of nodes over arrays of
+a few thousand elements) then run with no per-node dispatch at all.
+
+Orders of evaluation, fixed here and so the same on every call:
+- elementwise ops are ``C_EXPR``'s expressions, one per element (NumPy's
+  bits for IEEE basic operations; transcendentals call the C math library);
+- a reduction folds each output's elements in the row-major order of the
+  reduced axes, starting from NumPy's identity (``+0.0`` for sums, as
+  NumPy's: a sum of negative zeros is ``+0.0``; ``1`` for products, ``-inf``
+  and ``+inf`` for max and min, whose combine propagates NaN as NumPy's);
+- ``dot_general`` sums ``a * b`` (two roundings: compiled without
+  contraction) from ``+0.0`` over the contracting indices in row-major order.
+The reduction and contraction orders are not NumPy's (pairwise sums, BLAS):
+those results differ from the reference in the last bits, within the usual
+bound of ``n·eps·Σ|terms|``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Graph, Node, Op, dtypes
+from ..ir.ops import ELEMENTWISE, REDUCE, TABLE
+from .c_expr import C_EXPR, CTYPE, HOST_HELPERS, UTYPE, Ctx, literal, table_data
+from .emit import _called, _math, _rule_attrs, prelude
+from .host import HEADER, simd_declarations
+
+COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
+POINTWISE = ELEMENTWISE | TABLE
+OPS = POINTWISE | REDUCE | COPIES | {Op.RESHAPE, Op.CONCATENATE, Op.PAD, Op.DOT_GENERAL}
+"""The ops ``emit_whole`` writes (an op's dtype may still have no C form:
+``unsupported`` says)."""
+ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
+VECTOR_LOOP = 8
+"""An innermost loop of at least this many iterations is kept a loop: GCC
+unrolls short loops of constant count completely, and then (in a loop nest
+that accumulates, as ``dot_general``'s) no longer vectorizes them: 49 us
+against 8.7 us for a 256x16 @ 16x16 product."""
+MAX_STACK = 4096  # elements: a dot's rhs up to this size is repacked on the stack
+DTYPES = frozenset(CTYPE)
+
+
+class WholeUnsupported(Exception):
+    """A node ``emit_whole`` has no C form for; the message names it."""
+
+
+@dataclass(frozen=True)
+class WholeProgram:
+    """The C source and how to call it: ``args`` = inputs, constants, the
+    arena (``scratch`` bytes, ``ALIGN``-aligned), outputs."""
+    source: str
+    function: str
+    inputs: tuple[Node, ...]
+    consts: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    scratch: int
+
+
+def unsupported(node: Node) -> str | None:
+    """Why ``emit_whole`` cannot write ``node``, or None."""
+    if node.op in (Op.INPUT, Op.CONST):
+        return None if node.dtype in DTYPES else f"dtype {node.dtype}"
+    if node.op not in OPS or node.several:
+        return "no C form in a whole-graph function"
+    if any(x.dtype not in DTYPES for x in (node, *node.inputs)):
+        return f"dtype {node.dtype}"
+    if node.op in POINTWISE and _expression(node, ["x"] * len(node.inputs)) is None:
+        return f"no exact C expression at {node.inputs[0].dtype}"
+    if node.op is Op.PAD and min((*node.attrs["lo"], *node.attrs["hi"])) < 0:
+        return "negative padding"
+    return None
+
+
+def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
+    """The C function of ``graph`` (raises ``WholeUnsupported`` naming the
+    first node it cannot write)."""
+    for node in graph.nodes:
+        why = unsupported(node)
+        if why is not None:
+            where = f" at {node.where}" if node.where else ""
+            raise WholeUnsupported(f"{node.op.value}{where}: {why}")
+    consts = tuple(n for n in graph.nodes if n.op is Op.CONST)
+    views = _views(graph)
+    names, lines, scratch = _Arena(graph, consts, views).layout()
+    reads = {x: _Read(names[v.source], v.strides, v.offset) for x, v in views.items()}
+    for node in graph.nodes:
+        if node not in views:
+            reads[node] = _Read(names[node], _strides(node.shape), 0)
+    body = []
+    for node in graph.nodes:
+        if node.op not in (Op.INPUT, Op.CONST) and node not in views:
+            body += ["    {", *_restricted(node, names[node], reads), "    }"]
+    first = len(graph.inputs) + len(consts) + 1
+    for k, x in enumerate(graph.outputs):
+        ctype = CTYPE[x.dtype]
+        body += ["    {", f"        {ctype} *o = ({ctype} *)args[{first + k}];",
+                 *_copy(x.shape, "o", reads[x]), "    }"]
+    text = "\n".join([*lines, *body])
+    tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in graph.nodes
+                           if n.op in TABLE)
+    source = "\n".join([
+        HEADER.format(kernel=function, graph=graph.name, block=1),
+        simd_declarations(_math(text)) if vector_math else "",
+        prelude(_called(text, HOST_HELPERS), host=True),
+        *tables,
+        f"uint32_t {function}(void **args)\n{{",
+        "    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);",
+        text,
+        "    return isk_fpe();\n}\n"])
+    return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
+                        scratch)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """How a value is read: ``name[offset + sum(index[d] * strides[d])]``."""
+    name: str
+    strides: list
+    offset: int
+
+
+@dataclass(frozen=True)
+class _View:
+    """A value that is another buffer read with strides (no copy)."""
+    source: Node  # the node that owns the buffer
+    strides: list
+    offset: int
+
+
+def _restricted(node: Node, out: str, reads: dict) -> list[str]:
+    """The node's code over local ``restrict`` pointers: its output never
+    shares memory with a value it reads (the arena hands a buffer on only
+    after its last reader), which lets the compiler vectorize without
+    run-time overlap checks."""
+    lines = [f"        {CTYPE[node.dtype]} *restrict o = {out};"]
+    local = {}
+    for x in dict.fromkeys(node.inputs):
+        r = reads[x]
+        name = f"r{len(local)}"
+        lines.append(f"        const {CTYPE[x.dtype]} *restrict {name} = {r.name};")
+        local[x] = _Read(name, r.strides, r.offset)
+    return lines + _node_code(node, "o", local)
+
+
+def _views(graph: Graph) -> dict[Node, _View]:
+    """Broadcasts, transposes, slices and reversals of any value, and
+    reshapes of values read in C order, as strided reads of the buffer they
+    come from; everything else gets a buffer of its own."""
+    views: dict[Node, _View] = {}
+    for node in graph.nodes:
+        if node.op not in COPIES and node.op is not Op.RESHAPE:
+            continue
+        x = node.inputs[0]
+        seen = views.get(x, _View(x, _strides(x.shape), 0))
+        if node.op is Op.RESHAPE:
+            if seen.strides == _strides(x.shape) or x.aval.size <= 1:
+                views[node] = _View(seen.source, _strides(node.shape), seen.offset)
+            continue
+        strides, offset = _source_view(node, seen.strides)
+        views[node] = _View(seen.source, strides, seen.offset + offset)
+    return views
+
+
+def _copy(shape, out: str, read: _Read) -> list[str]:
+    """``out`` (C order) = the value ``read`` describes."""
+    return _nest(shape, [(_strides(shape), 0), (read.strides, read.offset)],
+                 lambda ix: f"{out}[{ix[0]}] = {read.name}[{ix[1]}];")
+
+
+# --- the arena ----------------------------------------------------------------------------
+
+class _Arena:
+    """Offsets for every node with a buffer: a buffer is taken back after
+    the last node that reads it (or a view of it) and handed to the next
+    node of the same byte size; outputs are kept to the end."""
+
+    def __init__(self, graph: Graph, consts: tuple, views: dict):
+        self.graph, self.consts, self.views = graph, consts, views
+        self.offsets: dict[Node, tuple[int, int]] = {}
+        root = {x: v.source for x, v in views.items()}
+        order = {node: i for i, node in enumerate(graph.nodes)}
+        self.last: dict[Node, int] = {}
+        for node in graph.nodes:
+            if node in views:
+                continue
+            for x in node.inputs:
+                r = root.get(x, x)
+                self.last[r] = max(self.last.get(r, -1), order[node])
+        for x in graph.outputs:
+            self.last[root.get(x, x)] = len(graph.nodes)
+        self.root = root
+
+    def layout(self) -> tuple[dict, list[str], int]:
+        names, lines = {}, []
+        n_in = len(self.graph.inputs)
+        for k, x in enumerate(self.graph.inputs):
+            names[x] = f"in{k}"
+            lines.append(f"    {CTYPE[x.dtype]} *in{k} = ({CTYPE[x.dtype]} *)args[{k}];")
+        for k, x in enumerate(self.consts):
+            names[x] = f"c{k}"
+            lines.append(f"    {CTYPE[x.dtype]} *c{k} = ({CTYPE[x.dtype]} *)args[{n_in + k}];")
+        lines.append(f"    char *scratch = (char *)args[{n_in + len(self.consts)}];")
+        free: dict[int, list[int]] = {}
+        top = 0
+        for i, node in enumerate(self.graph.nodes):
+            if node in names or node in self.views:
+                continue
+            ctype = CTYPE[node.dtype]
+            names[node] = f"v{i}"
+            size = _aligned(node.aval.size * node.dtype.itemsize)
+            offset = free[size].pop() if free.get(size) else None
+            if offset is None:
+                offset, top = top, top + size
+            lines.append(f"    {ctype} *v{i} = ({ctype} *)(scratch + {offset});")
+            self.offsets[node] = (offset, size)
+            for x in {self.root.get(x, x) for x in node.inputs}:
+                if self.last.get(x) == i and x in self.offsets:
+                    offset, size = self.offsets[x]
+                    free.setdefault(size, []).append(offset)
+        return names, lines, max(top, ALIGN)
+
+
+def _aligned(size: int) -> int:
+    return max(ALIGN, -(-size // ALIGN) * ALIGN)
+
+
+# --- loop nests ---------------------------------------------------------------------------
+
+def _strides(shape) -> list[int]:
+    """C-order element strides of ``shape``."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _nest(shape, arrays: list[tuple[list[int], int]], statement) -> list[str]:
+    """Loops over ``shape`` (size-1 axes dropped, adjacent axes merged where
+    every array's strides allow); ``arrays``: per array its element strides
+    over ``shape`` and its base offset. ``statement(indices)`` gets each
+    array's index expression and returns the loop body."""
+    dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for n, strides in dims:
+        if merged and all(p == q * n for p, q in zip(merged[-1][1], strides)):
+            merged[-1] = (merged[-1][0] * n, strides)
+        else:
+            merged.append((n, strides))
+    indices = []
+    for k, (_, base) in enumerate(arrays):
+        terms = [str(base)] if base else []
+        terms += [_term(f"i{d}", strides[k]) for d, (_, strides) in enumerate(merged)
+                  if strides[k]]
+        indices.append(" + ".join(terms) or "0")
+    lines, pad = [], "        "
+    for d, (n, _) in enumerate(merged):
+        if d == len(merged) - 1 and n >= VECTOR_LOOP:
+            lines.append("#pragma GCC unroll 1")
+        lines.append(f"{pad}for (int64_t i{d} = 0; i{d} < {n}; i{d}++)")
+        pad += "    "
+    lines.append(pad + statement(indices))
+    return lines
+
+
+def _term(var: str, stride: int) -> str:
+    return var if stride == 1 else f"{var} * {stride}"
+
+
+def _expression(node: Node, operands: list[str]) -> str | None:
+    operand = node.inputs[-1] if node.op is Op.SELECT else node.inputs[0]
+    ctx = Ctx(operand.dtype, node.dtype, dict(node.attrs), True)
+    return C_EXPR[node.op](ctx, *operands, **_rule_attrs(node))
+
+
+# --- one node -----------------------------------------------------------------------------
+
+def _node_code(node: Node, out: str, reads: dict) -> list[str]:
+    if node.op in POINTWISE:
+        ins = [reads[x] for x in node.inputs]
+        arrays = [(_strides(node.shape), 0)] + [(r.strides, r.offset) for r in ins]
+        def statement(ix):
+            expr = _expression(node, [f"{r.name}[{i}]" for r, i in zip(ins, ix[1:])])
+            return f"{out}[{ix[0]}] = {expr};"
+        return _nest(node.shape, arrays, statement)
+    if node.op is Op.RESHAPE:  # of a value read with strides: copied in C order
+        return _copy(node.inputs[0].shape, out, reads[node.inputs[0]])
+    if node.op in REDUCE:
+        return _reduce(node, out, reads[node.inputs[0]])
+    if node.op is Op.DOT_GENERAL:
+        return _dot(node, out, *(reads[x] for x in node.inputs))
+    if node.op is Op.CONCATENATE:
+        return _concatenate(node, out, reads)
+    return _pad(node, out, reads)
+
+
+def _source_view(node: Node, src: list) -> tuple[list[int], int]:
+    """Per output axis, the element stride into the operand (whose strides
+    are ``src``), and the offset."""
+    x = node.inputs[0]
+    if node.op is Op.BROADCAST:
+        strides = [0] * len(node.shape)
+        for j, d in enumerate(node.attrs["dims"]):
+            strides[d] = src[j] if x.shape[j] != 1 else 0
+        return strides, 0
+    if node.op is Op.TRANSPOSE:
+        return [src[p] for p in node.attrs["perm"]], 0
+    if node.op is Op.SLICE:
+        a = node.attrs
+        base = sum(b * s for b, s in zip(a["start"], src))
+        return [s * step for s, step in zip(src, a["stride"])], base
+    axes = set(node.attrs["axes"])  # REV
+    base = sum((n - 1) * s for d, (n, s) in enumerate(zip(x.shape, src)) if d in axes)
+    return [-s if d in axes else s for d, s in enumerate(src)], base
+
+
+def _fold(node: Node) -> tuple[str, str]:
+    """(the fold's first value, the combine of ``acc`` and ``v``)."""
+    dt, ctype = node.dtype, CTYPE[node.dtype]
+    floating = dt in dtypes.FLOATS
+    if node.op is Op.REDUCE_SUM:
+        first = literal(0.0, dt) if floating else f"({ctype})0"
+        return first, "{acc} + {v}" if floating else _wrapped("+", dt)
+    if node.op is Op.REDUCE_PROD:
+        return (literal(1.0, dt) if floating else f"({ctype})1",
+                "{acc} * {v}" if floating else _wrapped("*", dt))
+    pick = Op.MAX if node.op is Op.REDUCE_MAX else Op.MIN
+    ctx = Ctx(dt, dt, {}, True)
+    if dt == dtypes.bool_:
+        start = pick is Op.MIN
+    elif floating:
+        start = -np.inf if pick is Op.MAX else np.inf
+    else:
+        start = np.iinfo(dt).min if pick is Op.MAX else np.iinfo(dt).max
+    return literal(start, dt), C_EXPR[pick](ctx, "{acc}", "{v}")
+
+
+def _wrapped(op: str, dt) -> str:
+    if dt == dtypes.bool_:
+        return "(uint8_t)({acc} " + ("|" if op == "+" else "&") + " {v})"
+    u = UTYPE[dt]
+    return f"({CTYPE[dt]})(({u}){{acc}} {op} ({u}){{v}})"
+
+
+def _reduce(node: Node, out: str, x: _Read) -> list[str]:
+    """Each output starts at the fold's first value; the operand is then
+    walked in its row-major order (each output's elements in order)."""
+    shape = node.inputs[0].shape
+    axes = set(node.attrs["axes"])
+    first, combine = _fold(node)
+    lines = [f"        for (int64_t k = 0; k < {node.aval.size}; k++) {out}[k] = {first};"]
+    kept = iter(_strides(node.shape))
+    out_strides = [0 if d in axes else next(kept) for d in range(len(shape))]
+    return lines + _nest(shape, [(out_strides, 0), (x.strides, x.offset)],
+                         lambda ix: f"{out}[{ix[0]}] = " + combine.format(
+                             acc=f"{out}[{ix[0]}]", v=f"{x.name}[{ix[1]}]") + ";")
+
+
+def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
+    """Loops: batch, the lhs's free axes, the contracting axes, the rhs's
+    free axes (innermost: contiguous in the output)."""
+    a, b = node.inputs
+    (ca, cb), (ba, bb) = node.attrs["contract"], node.attrs["batch"]
+    fa = [i for i in range(len(a.shape)) if i not in ca and i not in ba]
+    fb = [i for i in range(len(b.shape)) if i not in cb and i not in bb]
+    lines = []
+    if fb and rb.strides[fb[-1]] != 1 and b.aval.size <= MAX_STACK:
+        lines, rb = _contiguous_rhs(b, rb, [*bb, *cb, *fb])
+    sa, sb = ra.strides, rb.strides
+    so = iter(_strides(node.shape))
+    axes = []  # (size, out stride, a stride, b stride)
+    axes += [(a.shape[i], next(so), sa[i], sb[j]) for i, j in zip(ba, bb)]
+    axes += [(a.shape[i], next(so), sa[i], 0) for i in fa]
+    contract = [(a.shape[i], 0, sa[i], sb[j]) for i, j in zip(ca, cb)]
+    axes += contract + [(b.shape[j], next(so), 0, sb[j]) for j in fb]
+    dt = node.dtype
+    zero = literal(0.0, dt) if dt in dtypes.FLOATS else f"({CTYPE[dt]})0"
+    add = "{acc} + {a} * {b}" if dt in dtypes.FLOATS else _dot_wrapped(dt)
+    lines.append(f"        for (int64_t k = 0; k < {node.aval.size}; k++) {out}[k] = {zero};")
+    shape = [n for n, *_ in axes]
+    arrays = [([ax[1 + i] for ax in axes], base)
+              for i, base in enumerate((0, ra.offset, rb.offset))]
+    return lines + _nest(shape, arrays, lambda ix: f"{out}[{ix[0]}] = " + add.format(
+        acc=f"{out}[{ix[0]}]", a=f"{ra.name}[{ix[1]}]", b=f"{rb.name}[{ix[2]}]") + ";")
+
+
+def _contiguous_rhs(b: Node, rb: _Read, order: list) -> tuple[list[str], _Read]:
+    """A copy of the rhs on the stack with its axes in ``order`` (batch,
+    contracting, free: the innermost loop then reads it with stride 1)."""
+    shape = [b.shape[d] for d in order]
+    packed = _strides(shape)
+    strides = [0] * len(b.shape)
+    for d, s in zip(order, packed):
+        strides[d] = s
+    lines = [f"        {CTYPE[b.dtype]} rt[{max(1, b.aval.size)}];"]
+    lines += _nest(shape, [(packed, 0), ([rb.strides[d] for d in order], rb.offset)],
+                   lambda ix: f"rt[{ix[0]}] = {rb.name}[{ix[1]}];")
+    return lines, _Read("rt", strides, 0)
+
+
+def _dot_wrapped(dt) -> str:
+    if dt == dtypes.bool_:
+        return "(uint8_t)({acc} | ({a} & {b}))"
+    u = UTYPE[dt]
+    return f"({CTYPE[dt]})(({u}){{acc}} + ({u}){{a}} * ({u}){{b}})"
+
+
+def _concatenate(node: Node, out: str, reads: dict) -> list[str]:
+    axis = node.attrs["axis"]
+    so = _strides(node.shape)
+    lines, at = [], 0
+    for x in node.inputs:
+        r = reads[x]
+        lines += _nest(x.shape, [(so, at * so[axis]), (r.strides, r.offset)],
+                       lambda ix, r=r: f"{out}[{ix[0]}] = {r.name}[{ix[1]}];")
+        at += x.shape[axis]
+    return lines
+
+
+def _pad(node: Node, out: str, reads: dict) -> list[str]:
+    x, value = node.inputs
+    a, rx, rv = node.attrs, reads[x], reads[value]
+    so = _strides(node.shape)
+    lines = [f"        for (int64_t k = 0; k < {node.aval.size}; k++) "
+             f"{out}[k] = {rv.name}[{rv.offset}];"]
+    strides = [s * (i + 1) for s, i in zip(so, a["interior"])]
+    base = sum(lo * s for lo, s in zip(a["lo"], so))
+    return lines + _nest(x.shape, [(strides, base), (rx.strides, rx.offset)],
+                         lambda ix: f"{out}[{ix[0]}] = {rx.name}[{ix[1]}];")

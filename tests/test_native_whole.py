@@ -156,14 +156,16 @@ def test_dot_general_sums_products_in_contracting_order(dtype):
     u = g.normal(size=(4, 5, 2)).astype(dtype)
 
     def f(a, b, c, t, u):
-        return a @ b, a @ b.T, a.T @ c, inp.dot(a[0], b[:, 3]), inp.tensordot(t, u, axes=2)
+        return (a @ b, a @ b.T, a.T @ c, inp.dot(a[0], b[:, 3]), inp.tensordot(t, u, axes=2),
+                a[:10] @ b[:, :13])  # blocks of 4 x 8 and the rows and columns beyond them
 
     got = whole(f)(a, b, c, t, u)
     want = (sequential_contraction(a, b, (1,), (0,)),
             sequential_contraction(a, b.T.copy(), (1,), (0,)),
             sequential_contraction(a, c, (0,), (0,)),
             sequential_contraction(a[0], b[:, 3].copy(), (0,), (0,)),
-            sequential_contraction(t, u, (1, 2), (0, 1)))
+            sequential_contraction(t, u, (1, 2), (0, 1)),
+            sequential_contraction(a[:10], b[:, :13].copy(), (1,), (0,)))
     for x, y in zip(got, want):
         assert same_bits(x, y)
     ref = reference(f)(a, b, c, t, u)

@@ -46,6 +46,10 @@ VECTOR_LOOP = 8
 unrolls short loops of constant count completely, and then (in a loop nest
 that accumulates, as ``dot_general``'s) no longer vectorizes them: 49 us
 against 8.7 us for a 256x16 @ 16x16 product."""
+TILE_M, TILE_N = 4, 8
+"""The output block a matrix product keeps in registers: 4 rows of 8
+(eight AVX2 vectors of doubles): each ``b`` row is read once per 4 output
+rows; 128x64 by 64x64 took 50 us against 98 us for the plain nest."""
 MAX_STACK = 4096  # elements: a dot's rhs up to this size is repacked on the stack
 DTYPES = frozenset(CTYPE)
 
@@ -385,6 +389,9 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
     axes += contract + [(b.shape[j], next(so), 0, sb[j]) for j in fb]
     dt = node.dtype
     zero = literal(0.0, dt) if dt in dtypes.FLOATS else f"({CTYPE[dt]})0"
+    tiled = _matrix_product([ax for ax in axes if ax[0] != 1])
+    if tiled is not None and dt in dtypes.FLOATS:
+        return lines + _tiled_product(out, ra, rb, CTYPE[dt], zero, *tiled)
     add = "{acc} + {a} * {b}" if dt in dtypes.FLOATS else _dot_wrapped(dt)
     lines.append(f"        for (int64_t k = 0; k < {node.aval.size}; k++) {out}[k] = {zero};")
     shape = [n for n, *_ in axes]
@@ -392,6 +399,51 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
               for i, base in enumerate((0, ra.offset, rb.offset))]
     return lines + _nest(shape, arrays, lambda ix: f"{out}[{ix[0]}] = " + add.format(
         acc=f"{out}[{ix[0]}]", a=f"{ra.name}[{ix[1]}]", b=f"{rb.name}[{ix[2]}]") + ";")
+
+
+def _matrix_product(axes: list) -> tuple | None:
+    """``(M, K, N, a's row stride, a's k stride, b's k stride)`` when the
+    product (size-1 axes aside) is one ``M x K`` by ``K x N`` product into a
+    contiguous ``M x N`` output with ``b``'s rows contiguous; else None."""
+    if len(axes) != 3:
+        return None
+    (m, om, am, bm), (k, ok, ak, bk), (n, on, an, bn) = axes
+    if (om, on, bm, ok, an, bn) != (n, 1, 0, 0, 0, 1) or m < TILE_M or n < TILE_N:
+        return None
+    return m, k, n, am, ak, bk
+
+
+def _tiled_product(out: str, ra: _Read, rb: _Read, ctype: str, zero: str, m, k, n, am, ak,
+                   bk) -> list:
+    """A ``TILE_M x TILE_N`` block of the output at a time, its sums held in
+    local arrays (registers) over the whole ``k`` loop, then stored: each
+    output still sums its products one at a time in ``k`` order, the same
+    bits as the plain nest, with each ``b`` row read once per block."""
+    mt, nt = m - m % TILE_M, n - n % TILE_N
+    a = f"{ra.name}[{ra.offset} + (i + r) * {am} + p * {ak}]"
+    b = f"{rb.name}[{rb.offset} + p * {bk} + j + c]"
+    pad = "        "
+    return [
+        f"{pad}for (int64_t i = 0; i < {mt}; i += {TILE_M})",
+        f"{pad}    for (int64_t j = 0; j < {nt}; j += {TILE_N}) {{",
+        f"{pad}        {ctype} s[{TILE_M}][{TILE_N}];",
+        f"{pad}        for (int r = 0; r < {TILE_M}; r++)",
+        f"{pad}            for (int c = 0; c < {TILE_N}; c++) s[r][c] = {zero};",
+        f"{pad}        for (int64_t p = 0; p < {k}; p++)",
+        f"{pad}            for (int r = 0; r < {TILE_M}; r++)",
+        f"{pad}                for (int c = 0; c < {TILE_N}; c++)",
+        f"{pad}                    s[r][c] = s[r][c] + {a} * {b};",
+        f"{pad}        for (int r = 0; r < {TILE_M}; r++)",
+        f"{pad}            for (int c = 0; c < {TILE_N}; c++) {out}[(i + r) * {n} + j + c] = "
+        f"s[r][c];",
+        f"{pad}    }}",
+        f"{pad}for (int64_t i = 0; i < {m}; i++)",  # the rows and columns beyond the blocks
+        f"{pad}    for (int64_t j = i < {mt} ? {nt} : 0; j < {n}; j++) {{",
+        f"{pad}        {ctype} t = {zero};",
+        f"{pad}        for (int64_t p = 0; p < {k}; p++) t = t + "
+        f"{a.replace('(i + r)', 'i')} * {b.replace('j + c', 'j')};",
+        f"{pad}        {out}[i * {n} + j] = t;",
+        f"{pad}    }}"]
 
 
 def _contiguous_rhs(b: Node, rb: _Read, order: list) -> tuple[list[str], _Read]:

@@ -155,20 +155,24 @@ def test_dot_general_sums_products_in_contracting_order(dtype):
     t = g.normal(size=(3, 4, 5)).astype(dtype)
     u = g.normal(size=(4, 5, 2)).astype(dtype)
 
-    def f(a, b, c, t, u):
-        return (a @ b, a @ b.T, a.T @ c, inp.dot(a[0], b[:, 3]), inp.tensordot(t, u, axes=2),
-                a[:10] @ b[:, :13])  # blocks of 4 x 8 and the rows and columns beyond them
+    wide = g.normal(size=(16, 45)).astype(dtype)
 
-    got = whole(f)(a, b, c, t, u)
+    def f(a, b, c, t, u, wide):
+        return (a @ b, a @ b.T, a.T @ c, inp.dot(a[0], b[:, 3]), inp.tensordot(t, u, axes=2),
+                a[:10] @ wide[:, :37])  # blocks of 4 x 8 and the rows and columns beyond them
+
+    got = whole(f)(a, b, c, t, u, wide)
     want = (sequential_contraction(a, b, (1,), (0,)),
             sequential_contraction(a, b.T.copy(), (1,), (0,)),
             sequential_contraction(a, c, (0,), (0,)),
             sequential_contraction(a[0], b[:, 3].copy(), (0,), (0,)),
             sequential_contraction(t, u, (1, 2), (0, 1)),
-            sequential_contraction(a[:10], b[:, :13].copy(), (1,), (0,)))
+            sequential_contraction(a[:10], wide[:, :37].copy(), (1,), (0,)))
     for x, y in zip(got, want):
         assert same_bits(x, y)
-    ref = reference(f)(a, b, c, t, u)
+    source = whole(f).lower(a, b, c, t, u, wide).compile().source()
+    assert source.count("s[r][c] = s[r][c] +") == 1  # the last product ran in blocks
+    ref = reference(f)(a, b, c, t, u, wide)
     eps = np.finfo(dtype).eps
     assert all(np.allclose(x, y, rtol=64 * eps, atol=64 * eps) for x, y in zip(got, ref))
 

@@ -50,6 +50,9 @@ TILE_M, TILE_N = 4, 8
 """The output block a matrix product keeps in registers: 4 rows of 8
 (eight AVX2 vectors of doubles): each ``b`` row is read once per 4 output
 rows; 128x64 by 64x64 took 50 us against 98 us for the plain nest."""
+TILED_COLUMNS = 32
+"""Products with fewer output columns keep the plain nest: at 16 columns
+(the PINN of width 16) the blocks were slower than its short vector loop."""
 MAX_STACK = 4096  # elements: a dot's rhs up to this size is repacked on the stack
 DTYPES = frozenset(CTYPE)
 
@@ -408,7 +411,7 @@ def _matrix_product(axes: list) -> tuple | None:
     if len(axes) != 3:
         return None
     (m, om, am, bm), (k, ok, ak, bk), (n, on, an, bn) = axes
-    if (om, on, bm, ok, an, bn) != (n, 1, 0, 0, 0, 1) or m < TILE_M or n < TILE_N:
+    if (om, on, bm, ok, an, bn) != (n, 1, 0, 0, 0, 1) or m < TILE_M or n < TILED_COLUMNS:
         return None
     return m, k, n, am, ak, bk
 

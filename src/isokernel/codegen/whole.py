@@ -25,6 +25,7 @@ bound of ``n·eps·Σ|terms|``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,7 @@ rows; 128x64 by 64x64 took 50 us against 98 us for the plain nest."""
 TILED_COLUMNS = 32
 """Products with fewer output columns keep the plain nest: at 16 columns
 (the PINN of width 16) the blocks were slower than its short vector loop."""
+PART_NODES = 40  # nodes per C function (``_parts``)
 MAX_STACK = 4096  # elements: a dot's rhs up to this size is repacked on the stack
 DTYPES = frozenset(CTYPE)
 
@@ -103,29 +105,54 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     for node in graph.nodes:
         if node not in views:
             reads[node] = _Read(names[node], _strides(node.shape), 0)
-    body = []
+    blocks = []
     for node in graph.nodes:
         if node.op not in (Op.INPUT, Op.CONST) and node not in views:
-            body += ["    {", *_restricted(node, names[node], reads), "    }"]
+            blocks.append(["    {", *_restricted(node, names[node], reads), "    }"])
     first = len(graph.inputs) + len(consts) + 1
     for k, x in enumerate(graph.outputs):
         ctype = CTYPE[x.dtype]
-        body += ["    {", f"        {ctype} *o = ({ctype} *)args[{first + k}];",
-                 *_copy(x.shape, "o", reads[x]), "    }"]
-    text = "\n".join([*lines, *body])
+        blocks.append(["    {", f"        {ctype} *o = ({ctype} *)args[{first + k}];",
+                       *_copy(x.shape, "o", reads[x]), "    }"])
+    parts = _parts(function, blocks, lines)
+    text = "\n".join(parts)
     tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in graph.nodes
                            if n.op in TABLE)
+    calls = [f"    {function}_part{k}(args);" for k in range(len(parts))]
     source = "\n".join([
         HEADER.format(kernel=function, graph=graph.name, block=1),
         simd_declarations(_math(text)) if vector_math else "",
         prelude(_called(text, HOST_HELPERS), host=True),
         *tables,
+        text,
         f"uint32_t {function}(void **args)\n{{",
         "    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);",
-        text,
+        *calls,
         "    return isk_fpe();\n}\n"])
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
                         scratch)
+
+
+def _parts(function: str, blocks: list, declarations: list) -> list[str]:
+    """The nodes' code as functions of at most ``PART_NODES`` nodes each,
+    each declaring the buffers it uses: GCC's time grows faster than the
+    size of one function (a portable-numerics model of 3 000 nodes took
+    90 s as one function)."""
+    named = {}
+    for line in declarations:
+        found = re.match(r"\s+\w+ \*(\w+) = ", line)
+        if found:
+            named[found.group(1)] = line
+    base = [line for line in declarations if "char *scratch" in line]
+    parts = []
+    for k in range(0, len(blocks), PART_NODES):
+        code = [line for block in blocks[k:k + PART_NODES] for line in block]
+        used = set(re.findall(r"\b(?:in|c|v)\d+\b", "\n".join(code)))
+        head = [named[n] for n in named if n in used]
+        parts.append("\n".join([
+            f"static __attribute__((noinline)) void {function}_part{len(parts)}(void **args)",
+            "{", *base, *head, *code, "}"]))
+    return parts
 
 
 @dataclass(frozen=True)

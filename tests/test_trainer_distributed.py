@@ -101,6 +101,8 @@ def test_what_a_data_parallel_step_cannot_do_is_refused():
                    strategy="reference")
     with pytest.raises(ValueError, match="L-BFGS's line search.*first-order optimizer"):
         train(t, np.float64, steps=1)
+    with pytest.raises(TypeError, match="block_rows, progress are options of data-parallel"):
+        ik.Trainer(mlp_loss, params, optim.adam(1e-3), block_rows=64, progress=True)
     with pytest.raises(ValueError, match="deterministic_reductions=False"):
         ik.Trainer(mlp_loss, params, optim.adam(1e-3), client="serial",
                    deterministic_reductions=False).step(*problem(np.float64)[1:])

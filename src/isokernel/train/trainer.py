@@ -24,6 +24,9 @@ from .saving import load, save
 
 NOT_AN_OPTIMIZER = ("Trainer: optimizer must be an isokernel.optim transformation (e.g. "
                     "isokernel.optim.adam(1e-3)), got a {kind}")
+PARALLEL_ONLY = ("Trainer: {names} are options of data-parallel training and do nothing in one "
+                 "process; give client= (a dask.distributed.Client, 'local' or 'serial') or "
+                 "drop them")
 STATE_MISMATCH = ("Trainer.load({path}): the saved optimizer state has {saved} arrays where "
                   "this optimizer keeps {expected}; load with the optimizer the file was "
                   "trained with")
@@ -66,6 +69,8 @@ class Trainer:
         self.compiled = None  # the most recently compiled step (its report says what ran)
         self.steps = 0
         self.client = client
+        if client is None:
+            _check_single_process(shard_argnums, block_rows, reduction, progress, n_workers)
         self._parallel = None if client is None else DataParallel(
             self, client, shard_argnums, block_rows, reduction, progress, n_workers,
             worker_timeout)
@@ -182,6 +187,16 @@ class Trainer:
         trainer._state = [np.array(x) for x in saved]
         trainer.steps = int(tree["steps"])
         return trainer
+
+
+def _check_single_process(shard_argnums, block_rows, reduction, progress, n_workers) -> None:
+    """Data-parallel options without a client would be ignored: refused."""
+    given = [name for name, value, default in (
+        ("shard_argnums", shard_argnums, None), ("block_rows", block_rows, 1024),
+        ("reduction", reduction, "mean"), ("progress", progress, False),
+        ("n_workers", n_workers, None)) if value != default]
+    if given:
+        raise TypeError(PARALLEL_ONLY.format(names=", ".join(given)))
 
 
 def _signature(batch) -> tuple:

@@ -6,8 +6,10 @@ layout ops and ``dot_general`` as one C function ``uint32_t f(void **args)``
 result: the floating-point flags raised, as NumPy's ``NPY_FPE_*`` bits). A
 node's value lives in the arena at an offset fixed here; a buffer is reused
 once its last reader has run, and a reshape is the same buffer under another
-shape. The small graphs of a training step (hundreds of nodes over arrays of
-a few thousand elements) then run with no per-node dispatch at all.
+shape. The nodes' code sits in parts of ``PART_NODES`` nodes, which the
+entry function calls in order. The small graphs of a training step
+(hundreds of nodes over arrays of a few thousand elements) then run with no
+per-node dispatch at all.
 
 Orders of evaluation, fixed here and so the same on every call:
 - elementwise ops are ``C_EXPR``'s expressions, one per element (NumPy's

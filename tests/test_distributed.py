@@ -16,31 +16,14 @@ import numpy as np
 import pytest
 
 import isokernel as ik
-import isokernel.numpy as inp
 
 distributed = pytest.importorskip("distributed")
 
 from isokernel import distributed as dist  # noqa: E402
 
-ROWS, BLOCK = 700, 128  # 6 blocks, the last one ragged (60 rows)
+from .mlp_blocks import BLOCK, ROWS, mlp_loss, problem  # noqa: E402
+
 TIMEOUT = 120  # seconds a busy machine may take to start or answer
-
-
-def mlp_loss(params, x, y):
-    """The sum over the block's rows of a one-hidden-layer MLP's squared error."""
-    w1, b1, w2 = params
-    h = inp.tanh(x @ w1 + b1)
-    r = h @ w2 - y
-    return inp.sum(r * r)
-
-
-def problem(dtype, rows=ROWS, seed=0):
-    rng = np.random.default_rng(seed)
-    params = (rng.normal(size=(6, 12)).astype(dtype), rng.normal(size=12).astype(dtype),
-              (0.3 * rng.normal(size=(12, 1))).astype(dtype))
-    x = rng.normal(size=(rows, 6)).astype(dtype)
-    y = rng.normal(size=(rows, 1)).astype(dtype)
-    return params, x, y
 
 
 def same_bits(a, b) -> bool:

@@ -22,16 +22,9 @@ from isokernel import optim
 pytest.importorskip("distributed")
 
 from isokernel import distributed as dist  # noqa: E402
-from tests.test_distributed import (  # noqa: E402
-    BLOCK,
-    TIMEOUT,
-    Cluster,
-    killing_loss,
-    mlp_loss,
-    problem,
-    same_bits,
-    sole_holder,
-)
+
+from .mlp_blocks import BLOCK, mlp_loss, problem  # noqa: E402
+from .test_distributed import TIMEOUT, Cluster, killing_loss, same_bits, sole_holder  # noqa: E402
 
 STEPS = 20
 

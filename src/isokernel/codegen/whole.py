@@ -35,7 +35,7 @@ import numpy as np
 from ..ir import Graph, Node, Op, dtypes
 from ..ir.ops import ELEMENTWISE, REDUCE, TABLE
 from .c_expr import C_EXPR, CTYPE, HOST_HELPERS, UTYPE, Ctx, literal, table_data
-from .emit import _called, _math, _rule_attrs, prelude
+from .emit import _called, _ctx, _math, _rule_attrs, prelude
 from .host import HEADER, simd_declarations
 
 COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
@@ -314,9 +314,8 @@ def _term(var: str, stride: int) -> str:
 
 
 def _expression(node: Node, operands: list[str]) -> str | None:
-    operand = node.inputs[-1] if node.op is Op.SELECT else node.inputs[0]
-    ctx = Ctx(operand.dtype, node.dtype, dict(node.attrs), True)
-    return C_EXPR[node.op](ctx, *operands, **_rule_attrs(node))
+    """The host C expression of a pointwise node (``C_EXPR``, as native's)."""
+    return C_EXPR[node.op](_ctx(node, host=True), *operands, **_rule_attrs(node))
 
 
 # --- one node -----------------------------------------------------------------------------

@@ -521,10 +521,16 @@ for workers, tries in ((2, 20), (1, 5)):
 '''
 
 
+SIGINT_AS_PYTHON = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def _run_script(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     src = str(Path(__file__).parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    # Python's own Ctrl-C handler even when started from a background job, whose
+    # children inherit SIGINT ignored (and Python then installs no handler)
+    script = SIGINT_AS_PYTHON + script
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
 

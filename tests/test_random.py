@@ -4,6 +4,7 @@ bits on every CPU strategy, vmap over keys, and the distributions' moments."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -302,3 +303,96 @@ def test_errors_name_the_problem_and_the_fix():
         rnd.randint(rnd.key(0), (2,), 0, 3, dtype=np.float64)
     with pytest.raises(ShapeError, match="at least 2 dimensions"):
         rnd.glorot_uniform(rnd.key(0), (5,))
+
+
+# --- nonsense arguments are refused, not turned into empty or wrapped draws -------------------
+
+@pytest.mark.parametrize("call,where", [
+    (lambda k: rnd.uniform(k, (-1,)), r"random\.uniform: shape \(-1,\)"),
+    (lambda k: rnd.normal(k, -3), r"random\.normal: shape -3"),
+    (lambda k: rnd.bernoulli(k, 0.5, (3, -2)), r"random\.bernoulli: shape \(3, -2\)"),
+    (lambda k: rnd.randint(k, (-4,), 0, 5), r"random\.randint: shape \(-4,\)"),
+    (lambda k: rnd.glorot_uniform(k, (3, -2)), r"random\.glorot_uniform: shape \(3, -2\)"),
+])
+def test_a_negative_shape_is_refused_naming_the_sampler(call, where):
+    """JAX refuses a negative dimension; an empty result would hide the mistake."""
+    with pytest.raises(ValueError, match=where + ".*negative.*0 or more"):
+        call(rnd.key(0))
+
+
+def test_split_into_a_negative_number_of_keys_is_refused():
+    with pytest.raises(ValueError, match=r"random\.split: num -1 .*negative.*0 or more"):
+        rnd.split(rnd.key(0), -1)
+    with pytest.raises(ValueError, match=r"random\.split: num \(2, -1\)"):
+        rnd.split(rnd.key(0), (2, -1))
+    assert rnd.split(rnd.key(0), 0).shape == (0, 2)  # no keys is a valid request, as in JAX
+
+
+def test_permutation_of_a_negative_count_is_refused():
+    with pytest.raises(ValueError, match=r"random\.permutation: x -3 .*negative.*range\(n\)"):
+        rnd.permutation(rnd.key(0), -3)
+    with pytest.raises(TypeError, match=r"random\.permutation: x .*float64 scalar.*range\(n\)"):
+        rnd.permutation(rnd.key(0), np.float64(3.0))
+    assert rnd.permutation(rnd.key(0), 0).shape == (0,)
+    np.testing.assert_array_equal(rnd.permutation(rnd.key(4), np.int64(7)),
+                                  rnd.permutation(rnd.key(4), 7))
+
+
+def test_randint_beyond_the_int32_range_clips_to_it_as_jax_does():
+    """JAX clips the bounds to the dtype's range; a maxval above it draws up to the largest
+    value inclusive. Before: the span wrapped to 0 and every draw was 0 with a warning."""
+    key = rnd.key(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wide = rnd.randint(key, (4000,), 0, 2**40)
+        full = rnd.randint(key, (4000,), -(2**40), 2**40)
+    assert wide.dtype == np.int32 and wide.min() >= 0 and wide.max() > 2**30
+    assert len(np.unique(wide)) > 3990
+    np.testing.assert_array_equal(wide, rnd.randint(key, (4000,), 0, 2**31))
+    assert (full < 0).mean() == pytest.approx(0.5, abs=0.05)
+    np.testing.assert_array_equal(rnd.randint(key, (8,), 2**40, 2**41),
+                                  np.full(8, 2**31 - 1, np.int32))
+    traced = ik.jit(lambda hi: rnd.randint(key, (4000,), 0, hi), strategy="reference")
+    np.testing.assert_array_equal(traced(np.int64(2**40)), wide)
+
+
+def test_randint_int64_beyond_the_32_bit_algorithm_is_refused():
+    """int64 draws use the same 32-bit algorithm: a range it cannot reach is refused."""
+    with pytest.raises(ValueError, match=r"random\.randint: maxval 1099511627776 .*int32 "
+                                         r"range.*dtype=int32"):
+        rnd.randint(rnd.key(0), (3,), 0, 2**40, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"random\.randint: minval -4294967296"):
+        rnd.randint(rnd.key(0), (3,), -(2**32), 0, dtype=np.int64)
+    got = rnd.randint(rnd.key(0), (3,), 0, 2**31, dtype=np.int64)
+    np.testing.assert_array_equal(got, rnd.randint(rnd.key(0), (3,), 0, 2**31))
+
+
+def test_randint_clipping_matches_jax(jax_random):
+    jr, jnp = jax_random.random, jax_random.numpy
+    for lo, hi in [(0, 2**40), (-(2**40), 2**40), (-(2**31), 2**31), (2**40, 2**41), (7, 2**33)]:
+        np.testing.assert_array_equal(
+            rnd.randint(rnd.key(5), (500,), lo, hi),
+            np.asarray(jr.randint(jr.key(5), (500,), lo, hi, dtype=jnp.int32)))
+
+
+@pytest.mark.parametrize("raw", [[2**40, 2**33], [2**32, 0], [-1, 5]])
+def test_key_words_outside_32_bits_are_refused(raw):
+    """A key [2**40, 2**33] used to draw what key(0) draws (the words were wrapped)."""
+    raw = np.array(raw, dtype=np.int64)
+    for call in (lambda: rnd.uniform(raw, (3,)), lambda: rnd.split(raw),
+                 lambda: rnd.fold_in(raw, 1), lambda: rnd.randint(raw, (2,), 0, 9)):
+        with pytest.raises(ValueError, match=r"random\.\w+: key words .* not 32-bit words.*"
+                                             r"\[0, 2\*\*32\).*key\(seed\)"):
+            call()
+
+
+@pytest.mark.parametrize("seed", [2**64, 2**70, -(2**63) - 1])
+def test_a_seed_beyond_64_bits_is_refused(seed):
+    with pytest.raises(ValueError, match=rf"random\.key: seed {seed} .*64 bits.*% 2\*\*64"):
+        rnd.key(seed)
+
+
+def test_64_bit_seeds_signed_or_unsigned_are_read_as_their_bits():
+    np.testing.assert_array_equal(rnd.key(2**64 - 1), rnd.key(-1))
+    np.testing.assert_array_equal(rnd.key(np.uint64(2**63)), rnd.key(-(2**63)))
+    np.testing.assert_array_equal(rnd.key(-(2**63)), [2**31, 0])

@@ -41,13 +41,13 @@ def _truncated_normal(key, shape, dtype):
 def _scaled_truncated_normal(key, shape, dtype, variance, name: str):
     dtype = _float_dtype(dtype, name)
     stddev = np.sqrt(np.asarray(variance, dtype)) / np.asarray(_TRUNCATED_STD, dtype)
-    return _truncated_normal(key, as_shape(shape), dtype) * stddev
+    return _truncated_normal(key, as_shape(shape, name), dtype) * stddev
 
 
 def glorot_uniform(key, shape, dtype=np.float64):
     """Uniform in ±sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio, 2010)."""
     dtype = _float_dtype(dtype, "glorot_uniform")
-    shape = as_shape(shape)
+    shape = as_shape(shape, "glorot_uniform")
     fan_in, fan_out = _fans(shape, "glorot_uniform")
     variance = np.asarray(1.0 / ((fan_in + fan_out) / 2), dtype)
     return uniform(key, shape, dtype, -1.0) * np.sqrt(3 * variance)
@@ -55,18 +55,18 @@ def glorot_uniform(key, shape, dtype=np.float64):
 
 def glorot_normal(key, shape, dtype=np.float64):
     """Truncated normal of variance 2 / (fan_in + fan_out)."""
-    fan_in, fan_out = _fans(as_shape(shape), "glorot_normal")
+    fan_in, fan_out = _fans(as_shape(shape, "glorot_normal"), "glorot_normal")
     return _scaled_truncated_normal(key, shape, dtype, 1.0 / ((fan_in + fan_out) / 2),
                                     "glorot_normal")
 
 
 def he_normal(key, shape, dtype=np.float64):
     """Truncated normal of variance 2 / fan_in (He et al., 2015)."""
-    fan_in, _ = _fans(as_shape(shape), "he_normal")
+    fan_in, _ = _fans(as_shape(shape, "he_normal"), "he_normal")
     return _scaled_truncated_normal(key, shape, dtype, 2.0 / fan_in, "he_normal")
 
 
 def lecun_normal(key, shape, dtype=np.float64):
     """Truncated normal of variance 1 / fan_in (LeCun et al., 1998)."""
-    fan_in, _ = _fans(as_shape(shape), "lecun_normal")
+    fan_in, _ = _fans(as_shape(shape, "lecun_normal"), "lecun_normal")
     return _scaled_truncated_normal(key, shape, dtype, 1.0 / fan_in, "lecun_normal")

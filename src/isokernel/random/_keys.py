@@ -33,6 +33,10 @@ def _check_key(key, name: str):
     if tuple(key.shape) != (2,) or key.dtype != np.int64:
         raise ShapeError(f"random.{name}: got a key of shape {tuple(key.shape)} and dtype "
                          f"{key.dtype}; {KEY_FORM}")
+    if not isinstance(key, Tracer) and ((key < 0) | (key >= MOD)).any():
+        raise ValueError(f"random.{name}: key words {key.tolist()} are not 32-bit words "
+                         f"(each must lie in [0, 2**32)); make keys with key(seed), split "
+                         f"or fold_in")
     return key
 
 
@@ -42,8 +46,18 @@ def words(key, name: str):
     return key[0], key[1]
 
 
-def as_shape(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+def as_shape(shape, name: str, argument: str = "shape") -> tuple[int, ...]:
+    """``shape`` as a tuple of sizes, each an integer 0 or more (``argument``
+    of ``random.<name>`` in the error otherwise)."""
+    sizes = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    for size in sizes:
+        if not isinstance(size, (int, np.integer)):
+            raise ShapeError(f"random.{name}: {argument} {shape!r} has a size {size!r} that is "
+                             f"not an integer; sizes are integer counts, e.g. (3, 2)")
+        if size < 0:
+            raise ShapeError(f"random.{name}: {argument} {shape!r} has a negative size "
+                             f"{size}; every size must be 0 or more")
+    return tuple(int(size) for size in sizes)
 
 
 def counter_words(key, shape, name: str):
@@ -57,7 +71,12 @@ def counter_words(key, shape, name: str):
 
 def _seed_words(seed):
     if isinstance(seed, (int, np.integer)):
-        seed = int(seed) % 2**64
+        seed = int(seed)
+        if not -(2**63) <= seed < 2**64:
+            raise ValueError(f"random.key: seed {seed} does not fit in 64 bits (a seed is a "
+                             f"signed or unsigned 64-bit integer, in [-2**63, 2**64)); pass "
+                             f"e.g. seed % 2**64 to keep its low 64 bits")
+        seed %= 2**64
         return np.int64(seed // MOD), np.int64(seed % MOD)
     seed = inp.asarray(seed)
     if seed.dtype not in (np.int32, np.int64) or seed.shape != ():
@@ -70,7 +89,9 @@ def _seed_words(seed):
 
 def key(seed):
     """A key from an integer seed: the seed's high and low 32-bit words, as
-    ``jax.random.key_data(jax.random.key(seed))`` with 64-bit seeds."""
+    ``jax.random.key_data(jax.random.key(seed))`` with 64-bit seeds. A Python
+    or NumPy integer seed must fit in 64 bits, signed or unsigned (it is read
+    as its 64 bits, so ``key(-1) == key(2**64 - 1)``)."""
     high, low = _seed_words(seed)
     return inp.stack([inp.asarray(high), inp.asarray(low)])
 
@@ -78,7 +99,7 @@ def key(seed):
 def split(key, num=2):
     """``num`` new keys (an int64 array of shape (num, 2)); ``num`` may be a
     shape tuple, giving keys of shape (*num, 2)."""
-    y0, y1 = counter_words(key, as_shape(num), "split")
+    y0, y1 = counter_words(key, as_shape(num, "split", "num"), "split")
     return inp.stack([y0, y1], axis=-1)
 
 

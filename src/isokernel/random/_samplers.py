@@ -51,7 +51,7 @@ def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
     """Floats uniform in [minval, maxval), ``jax.random.uniform``'s bits."""
     dtype = _float_dtype(dtype, "uniform")
     lo, hi = _as(minval, dtype), _as(maxval, dtype)
-    floats = _unit(key, as_shape(shape), dtype, "uniform")
+    floats = _unit(key, as_shape(shape, "uniform"), dtype, "uniform")
     return inp.maximum(lo, floats * (hi - lo) + lo)
 
 
@@ -59,6 +59,7 @@ def normal(key, shape=(), dtype=np.float64):
     """Standard normal draws: ``sqrt(2) * erfinv(u)`` for ``u`` uniform in
     (-1, 1), as ``jax.random.normal``."""
     dtype = _float_dtype(dtype, "normal")
+    shape = as_shape(shape, "normal")
     lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
     u = uniform(key, shape, dtype, lo, 1.0)
     return np.asarray(np.sqrt(2), dtype) * erfinv(u)
@@ -69,28 +70,55 @@ def bernoulli(key, p=0.5, shape=None):
     ``p``'s float dtype (float64 for a Python float)."""
     p = inp.asarray(p)
     dtype = p.dtype if p.dtype in dtypes.FLOATS else np.dtype(np.float64)
-    shape = tuple(p.shape) if shape is None else as_shape(shape)
+    shape = tuple(p.shape) if shape is None else as_shape(shape, "bernoulli")
     return uniform(key, shape, dtype) < p
 
 
-def _span(minval, maxval):
-    """``maxval - minval`` as a word, 1 where the range is empty (JAX's rule)."""
-    span = w.add(maxval - minval, 0)
-    return inp.where(maxval <= minval, 1, span)
+_INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
+
+
+def _bound(value, argument: str, dtype: np.dtype):
+    """A ``randint`` bound as int64. With dtype int64 (JAX draws 64-bit words
+    for it), a known bound whose draws would leave the int32 range that the
+    32-bit algorithm covers is refused rather than clipped."""
+    if isinstance(value, Tracer):
+        return inp.astype(value, inp.int64)
+    if isinstance(value, int):
+        value = min(max(value, -(2**63)), 2**63 - 1)  # Python ints beyond int64 still clip
+    value = np.asarray(value)
+    if argument == "minval":
+        outside = (value < _INT32_MIN) | (value > _INT32_MAX)
+    else:
+        outside = value > _INT32_MAX + 1  # maxval is exclusive; a low one is an empty range
+    if dtype == np.int64 and np.any(outside):
+        raise ValueError(f"random.randint: {argument} {value[outside].flat[0]} is outside "
+                         f"the int32 range [-2**31, 2**31 - 1] that its 32-bit algorithm "
+                         f"draws from, also for dtype=int64; pass bounds within it, or "
+                         f"dtype=int32 to clip them to it as jax.random.randint does")
+    return inp.astype(inp.asarray(value), inp.int64)
+
+
+def _clip_to_int32(lo, hi):
+    """JAX's bounds and span: both bounds clipped to the int32 range; the span
+    ``hi - lo`` is 1 where the range is empty, and one more where ``maxval``
+    was above the range, so that 2**31 - 1 can be drawn."""
+    above = hi > _INT32_MAX
+    lo, hi = inp.clip(lo, _INT32_MIN, _INT32_MAX), inp.clip(hi, _INT32_MIN, _INT32_MAX)
+    span = inp.where(hi <= lo, 1, hi - lo)
+    return lo, inp.where(inp.logical_and(above, hi > lo), span + 1, span)
 
 
 def randint(key, shape, minval, maxval, dtype=np.int32):
     """Integers in [minval, maxval): ``jax.random.randint``'s 32-bit
-    algorithm (two words per draw reduced modulo the span). ``minval`` and
-    ``maxval`` must lie in the int32 range."""
+    algorithm (two words per draw reduced modulo the span). Bounds are
+    clipped to the int32 range as JAX clips them to the dtype's: a ``maxval``
+    above 2**31 - 1 draws up to 2**31 - 1 inclusive (docs/random.md)."""
     dtype = dtypes.canonical(dtype)
     if dtype not in dtypes.INTS:
         raise DTypeError(f"random.randint: dtype {dtype.name} is not an integer dtype; "
                          f"pass dtype=int32 or int64")
-    shape = as_shape(shape)
-    lo = inp.astype(inp.asarray(minval), inp.int64)
-    hi = inp.astype(inp.asarray(maxval), inp.int64)
-    span = _span(lo, hi)
+    shape = as_shape(shape, "randint")
+    lo, span = _clip_to_int32(_bound(minval, "minval", dtype), _bound(maxval, "maxval", dtype))
     k1, k2 = split(key)
     higher, lower = bits32(k1, shape, "randint"), bits32(k2, shape, "randint")
     half = 2**16 % span
@@ -132,13 +160,29 @@ def _sort_rows(words, x):
     return x[:n]
 
 
+def _count(x) -> int:
+    """``permutation``'s ``n`` from an integer scalar."""
+    n = np.asarray(x)
+    if n.dtype.kind not in "iu":
+        raise DTypeError(f"random.permutation: x {x!r} is a {n.dtype} scalar; pass an integer "
+                         f"n to permute range(n), or an array of at least one dimension to "
+                         f"shuffle its rows")
+    if n < 0:
+        raise ShapeError(f"random.permutation: x {int(n)} is negative; pass an integer n, 0 "
+                         f"or more, to permute range(n)")
+    return int(n)
+
+
 def permutation(key, x):
     """A random permutation of ``range(x)`` for an integer ``x``, or of the
     rows of the array ``x``: ``jax.random.permutation``'s rounds of stable
     sorts by random words (3 log n / log(2**32 - 1) rounds, one below 1626
     rows), each a bitonic sorting network."""
-    if isinstance(x, (int, np.integer)):
-        x = np.arange(int(x), dtype=np.int64)
+    if not isinstance(x, Tracer) and np.ndim(x) == 0:
+        x = np.arange(_count(x), dtype=np.int64)
+    if len(x.shape) == 0:
+        raise ShapeError("random.permutation: x is a traced scalar; the number of elements "
+                         "must be known while recording: pass a Python int n")
     n = x.shape[0]
     if n >= 2**31:
         raise ShapeError(f"random.permutation: {n} rows; at most 2**31 - 1 can be permuted")

@@ -11,6 +11,12 @@ because the op reads them while writing it.
 The static walk assumes NumPy makes a view wherever the op allows one; a
 reshape of a value whose layout forbids that copies, and the measured run
 then shows the larger figure.
+
+A *staged* run (``threads``, ``native``) runs a partition of the graph in
+*steps*: each op of a whole stage is one step, a row region is one step that
+writes its outputs at once (its intermediates live in registers or tile
+scratch, never as arrays); ``staged_release`` is when each value dies and
+``staged_liveness`` the peak, by the same rules as above.
 """
 
 from __future__ import annotations
@@ -20,9 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codegen.pixel import Partition, RowRegion
 from ..ir import Graph, Node, Op
 
 VIEW_OPS = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.REV})
+STRIDED_VIEWS = VIEW_OPS - {Op.RESHAPE}
+"""The views whose layout is not C-contiguous in general: a strategy that
+hands a region contiguous operands copies them for the region's run."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,106 @@ def static_liveness(graph: Graph, nbytes: Callable[[Node], int] | None = None) -
             tracker.open(node, size(node), i)
         for storage in dying.get(i, ()):
             tracker.close(storage)
+    return tracker.result()
+
+
+# --- staged runs ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a staged run: stage ``stage`` writes ``writes`` reading
+    ``reads`` (a whole op: its node; a row region: its outputs, from its
+    inputs read by rows and whole)."""
+
+    stage: int
+    writes: tuple[Node, ...]
+    reads: tuple[Node, ...]
+
+
+def staged_steps(part: Partition) -> list[list[Step]]:
+    """For each stage of ``part``, its steps in order."""
+    steps = []
+    for k, stage in enumerate(part.stages):
+        if isinstance(stage, RowRegion):
+            steps.append([Step(k, stage.outputs, (*stage.row_inputs, *stage.whole_inputs))])
+        else:
+            steps.append([Step(k, (node,), node.inputs) for node in stage.nodes])
+    return steps
+
+
+def staged_release(part: Partition) -> list[list[list[Node]]]:
+    """For each stage, for each of its steps, the values no later step reads
+    (the graph's inputs, outputs and constants are never released): a whole
+    stage drops each value after its last reader, not at the stage's end."""
+    steps = staged_steps(part)
+    last: dict[Node, tuple[int, int]] = {}
+    for k, stage in enumerate(steps):
+        for j, step in enumerate(stage):
+            for x in step.reads:
+                last[x] = (k, j)
+    keep = set(part.graph.outputs) | set(part.graph.inputs)
+    release = [[[] for _ in stage] for stage in steps]
+    for node, (k, j) in last.items():
+        if node not in keep and node.op is not Op.CONST:
+            release[k][j].append(node)
+    return release
+
+
+def _staged_storage(part: Partition) -> dict[Node, Node | None]:
+    """The storage backing each value a staged run holds: whole ops as in
+    ``_storage``; a region's outputs are arrays of their own, its other nodes
+    are never arrays (absent)."""
+    owner: dict[Node, Node | None] = {x: x for x in part.graph.inputs}
+    owner.update((n, None) for n in part.graph.nodes if n.op is Op.CONST)
+    for stage in part.stages:
+        if isinstance(stage, RowRegion):
+            owner.update((x, x) for x in stage.outputs)
+            continue
+        for node in stage.nodes:
+            if node.op in VIEW_OPS or node.op is Op.GET:
+                owner[node] = owner.get(node.inputs[0])
+            else:
+                owner[node] = node
+    return owner
+
+
+def staged_liveness(part: Partition, nbytes: Callable[[Node], int] | None = None,
+                    copies: bool = False) -> Liveness:
+    """The peak of a staged run of ``part``: the graph's inputs for the whole
+    run, each whole op's result from its step to its storage's last reader,
+    a region's outputs together from its step on; with ``copies``, a region
+    also holds, while it runs, a contiguous copy of each strided view it
+    reads (``STRIDED_VIEWS``). ``nbytes`` as for ``static_liveness``."""
+    size = nbytes or (lambda node: node.nbytes)
+    owner = _staged_storage(part)
+    steps = [step for stage in staged_steps(part) for step in stage]
+    last: dict[Node, int] = {}
+    for i, step in enumerate(steps):
+        for x in step.reads:
+            if owner.get(x) is not None:
+                last[owner[x]] = i
+    for x in (*part.graph.outputs, *part.graph.inputs):
+        if owner.get(x) is not None:
+            last[owner[x]] = len(steps)
+    tracker = LiveTracker()
+    tracker.const_bytes = sum(n.nbytes for n in part.graph.nodes if n.op is Op.CONST)
+    for x in part.graph.inputs:
+        tracker.open(x, size(x), -1)
+    index = {node: i for i, node in enumerate(part.graph.nodes)}
+    for i, step in enumerate(steps):
+        at = index[step.writes[0]] if step.writes else -1
+        for x in step.writes:
+            if owner[x] is x:
+                tracker.open(x, size(x), at)
+        region = isinstance(part.stages[step.stage], RowRegion)
+        strided = [x for x in dict.fromkeys(step.reads) if x.op in STRIDED_VIEWS]
+        for x in strided if copies and region else ():
+            tracker.open(("copy", x), size(x), at)
+        for x in strided if copies and region else ():
+            tracker.close(("copy", x))
+        for storage in {owner[x] for x in step.reads if owner.get(x) is not None}:
+            if last[storage] == i:
+                tracker.close(storage)
     return tracker.result()
 
 

@@ -22,7 +22,7 @@ from .devices import DEVICE_KINDS, Device, unavailable_reason
 from .executable import Executable
 from .planning import Plan, Profile
 
-MEMORY_KINDS = ("eager", "tiled", "fused")
+MEMORY_KINDS = ("eager", "tiled", "fused", "arena")
 TRAFFIC_KINDS = ("eager", "fused")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -32,9 +32,12 @@ class MemoryModel:
     """How a strategy uses memory and moves bytes, which ``deploy`` sizes it by.
 
     ``kind``: ``eager`` (the tape-order peak of live buffers, each freed
-    after its last use), ``tiled`` (inputs and outputs, plus per worker the
-    scratch of one tile of ``tile_rows(row_bytes, workers)`` rows) or
-    ``fused`` (inputs and outputs only, constants once). ``traffic``:
+    after its last use), ``tiled`` (a staged run: whole ops eager, regions in
+    tiles, plus per worker the scratch of one tile of ``tile_rows(row_bytes,
+    workers)`` rows), ``fused`` (a staged run whose regions keep their
+    intermediates in registers) or ``arena`` (the eager peak in an arena,
+    plus the outputs copied out of it); ``deploy.shape`` computes each.
+    ``traffic``:
     ``eager`` (every intermediate goes through memory) or ``fused`` (inputs
     and outputs only). ``marshal``: the strategy makes one contiguous copy
     of each pixel input."""

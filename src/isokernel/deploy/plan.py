@@ -120,7 +120,7 @@ def sizing(graph: Graph, strategy: str, budget: HostBudget) -> Decision:
     at_p = f"{strategy} bytes({at}) = {shape.formula()}, {shape.basis}"
     if _on_gpu(strategy):
         return largest_block(shape, _memory_for(strategy, budget), Figure(0, "nothing resident"))
-    if get_strategy(strategy).memory.kind == "eager":
+    if get_strategy(strategy).memory.kind in ("eager", "arena"):
         per_block = Figure(shape.bytes() - consts, at_p)
         return block_concurrency(per_block, Figure(consts, "constants, shared"),
                                  budget.memory, budget.cpus)

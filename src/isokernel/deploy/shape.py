@@ -13,12 +13,21 @@ fall out of the recorded graph and the strategy's memory model (the
   consumer ran and that NumPy makes no temporaries of its own, and a driver
   that loops a step holds its carry across iterations. ``cuda-fused`` only
   removes intermediates, so the eager shape bounds it from above.
-- *fused* (``native``, ``cuda-megakernel``): every intermediate lives in a
-  register, so only the inputs and outputs scale with P; constants (tables)
-  are charged once.
-- *tiled* (``threads``): the caller's inputs and preallocated outputs, plus
-  per worker the eager working set of one cache-sized tile, sized by the
-  memory model's ``tile_rows`` (the strategy's own rule; a fixed term).
+- *fused* (``native``, ``cuda-megakernel``): the graph runs as a partition
+  (``codegen.pixel``) of row regions the C emitter accepts and whole ops
+  between them. A region keeps its intermediates in registers and writes only
+  its outputs; the whole ops run one by one as the eager ones do, each value
+  freed after its last reader (``backends.liveness.staged_liveness``). A
+  graph that is one region costs its inputs and outputs; one with no row
+  region (its pixels built from a small input) costs what ``reference``
+  does. ``native`` also copies each strided view a region reads.
+- *tiled* (``threads``): the same staged walk over its own partition (every
+  row-local op in a region), plus per worker the eager working set of one
+  cache-sized tile, sized by the memory model's ``tile_rows`` (the
+  strategy's own rule; a fixed term).
+- *arena* (``native-whole``): every value in an arena laid out by liveness
+  (the eager walk), and the outputs copied out of it into the caller's
+  arrays.
 
 ``threads`` and ``native`` add their *marshaling columns*: one contiguous
 copy of each pixel input, which they make when the caller's array is strided
@@ -33,10 +42,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import codegen
 from ..backends import get_strategy, static_liveness
-from ..backends.liveness import format_bytes
-from ..codegen.pixel import pixel_count
+from ..backends.liveness import Liveness, format_bytes, staged_liveness
+from ..codegen.pixel import partition, pixel_count
 from ..ir import Graph, Node
+from ..transforms.fusion import unfuse
 
 
 @dataclass(frozen=True)
@@ -83,25 +94,48 @@ class _Rows:
         return sum(self.fixed(n) for n in nodes), sum(self.per_row(n) for n in nodes)
 
 
-def _eager(graph: Graph, rows: _Rows) -> tuple[int, int, int]:
-    """(fixed, per_element, maxLiveNodes) of the tape-order live-buffer peak."""
-    at_p = static_liveness(graph)
+def _affine(walk, rows: _Rows) -> tuple[int, int, int]:
+    """(fixed, per_element, maxLiveNodes) of a live-buffer walk: ``walk(nbytes)``
+    taken at P and again with every pixel-axis buffer weighed at 2P."""
+    at_p: Liveness = walk(None)
     if not rows.pixels:
         return at_p.peak_bytes + at_p.const_bytes, 0, at_p.peak_buffers
-    at_2p = static_liveness(graph, nbytes=lambda n: n.nbytes + rows.per_row(n) * rows.pixels)
+    at_2p = walk(lambda n: n.nbytes + rows.per_row(n) * rows.pixels)
     per = (at_2p.peak_bytes - at_p.peak_bytes) // rows.pixels
     fixed = at_p.peak_bytes - per * rows.pixels + at_p.const_bytes
     return fixed, per, at_p.peak_buffers
 
 
-def _io(graph: Graph, rows: _Rows) -> tuple[int, int]:
-    ends = {*graph.inputs, *graph.outputs}
-    fixed, per = rows.split(ends)
-    return fixed + sum(n.nbytes for n in graph.consts()), per
+def _eager(graph: Graph, rows: _Rows) -> tuple[int, int, int]:
+    """The tape-order live-buffer peak."""
+    return _affine(lambda nbytes: static_liveness(graph, nbytes), rows)
+
+
+def _staged(graph: Graph, rows: _Rows, kind: str, copies: bool) -> tuple[int, int, int]:
+    """The peak of a staged run: ``fused`` partitions by the C emitter's
+    acceptance, ``tiled`` takes every row-local op into its regions."""
+    accept = codegen.supports if kind == "fused" else (lambda node, modes: True)
+    part = partition(unfuse(graph), accept=accept)
+    return _affine(lambda nbytes: staged_liveness(part, nbytes, copies), rows)
+
+
+def _outputs(graph: Graph, rows: _Rows) -> tuple[int, int]:
+    return rows.split(dict.fromkeys(graph.outputs))
 
 
 def _marshal(graph: Graph, rows: _Rows) -> int:
     return sum(rows.per_row(x) for x in graph.inputs)
+
+
+BASIS = {
+    "eager": "eager peak of {live} live buffers in tape order (a lower bound)",
+    "fused": ("staged: row regions fused (intermediates in registers), whole ops' values "
+              "freed after their last reader; peak {live} live buffers"),
+    "tiled": ("staged: row regions in tiles, whole ops' values freed after their last "
+              "reader; peak {live} live buffers"),
+    "arena": ("arena: every value laid out by liveness, peak {live} live buffers, "
+              "+ the outputs copied out"),
+}
 
 
 def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
@@ -109,21 +143,22 @@ def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
     (``workers``: threads running tiles at once, for the tiled model)."""
     model = get_strategy(strategy).memory
     rows = _Rows(graph)
-    eager_fixed, eager_per, live = _eager(graph, rows)
+    if model.kind in ("fused", "tiled"):
+        copies = model.kind == "fused" and model.marshal
+        fixed, per, live = _staged(graph, rows, model.kind, copies)
+    else:  # eager; an arena holds the unfused graph's values (native-whole unfuses)
+        fixed, per, live = _eager(unfuse(graph) if model.kind == "arena" else graph, rows)
+    basis = BASIS[model.kind].format(live=live)
     scratch = 0
-    if model.kind == "eager":
-        fixed, per = eager_fixed, eager_per
-        basis = f"eager peak of {live} live buffers in tape order (a lower bound)"
-    else:
-        fixed, per = _io(graph, rows)
-        basis = "fused: inputs + outputs, constants once"
-        if model.kind == "tiled":
-            per_row = max(eager_per - _marshal(graph, rows), 0)
-            tile = model.tile_rows(per_row, workers)
-            scratch = workers * tile * per_row
-            fixed += scratch
-            basis = (f"tiled: inputs + outputs + {workers} worker(s) × {tile}-row tile "
-                     f"scratch {format_bytes(scratch)}")
+    if model.kind == "arena":
+        out_fixed, out_per = _outputs(graph, rows)
+        fixed, per = fixed + out_fixed, per + out_per
+    if model.kind == "tiled":
+        per_row = max(_eager(graph, rows)[1] - _marshal(graph, rows), 0)
+        tile = model.tile_rows(per_row, workers)
+        scratch = workers * tile * per_row
+        fixed += scratch
+        basis += f" + {workers} worker(s) × {tile}-row tile scratch {format_bytes(scratch)}"
     if model.marshal:
         per += _marshal(graph, rows)
         basis += " + marshaling columns (a copy of each pixel input)"

@@ -14,6 +14,7 @@ from ...codegen.pixel import Outside, Partition, RowRegion
 from ...ir import Graph, Node, Op
 from ..capsules import lookup
 from ..executable import ExecutableBase
+from ..liveness import staged_release
 from ..planning import NodePlan, Plan
 from ..reductions import check_mode
 from ..reductions import kernel as reduction_kernel
@@ -24,7 +25,8 @@ from .pool import run_tasks
 
 class StagedExecutable(ExecutableBase):
     """Runs a partition: whole stages by the reference rules, regions by
-    ``run_region``; values are dropped after the last stage that reads them.
+    ``run_region``; each value is dropped after the last op (or region) that
+    reads it, inside a whole stage too (``liveness.staged_release``).
     The partition's graph is the plan's with every fused form unfused (the
     CPU strategies run a form's composition: ``threads`` has no kernels for
     the forms and ``native`` fuses the whole region anyway). ``workers``:
@@ -40,18 +42,19 @@ class StagedExecutable(ExecutableBase):
         self._whole = {node: self._whole_kernel(node)
                        for stage in part.stages if isinstance(stage, Outside)
                        for node in stage.nodes}
-        self._release = release_after(part)
+        self._release = staged_release(part)
 
     def call_flat(self, arrays: Sequence) -> tuple:
         env = dict(zip(self.graph.inputs, arrays))
         for k, stage in enumerate(self.partition.stages):
+            release = self._release[k]
             if isinstance(stage, Outside):
-                for node in stage.nodes:
+                for node, dead in zip(stage.nodes, release):
                     env[node] = self._whole[node](*(stage_value(env, x) for x in node.inputs))
+                    _drop(env, dead)
             else:
                 self.run_region(k, stage, env)
-            for dead in self._release[k]:
-                env.pop(dead, None)
+                _drop(env, release[0])
         return tuple(stage_value(env, x) for x in self.graph.outputs)
 
     def _whole_kernel(self, node: Node):
@@ -96,19 +99,9 @@ def stage_value(env: dict, node: Node):
     return env[node]
 
 
-def release_after(part: Partition) -> list[list[Node]]:
-    """For each stage, the values no later stage reads."""
-    last: dict[Node, int] = {}
-    for k, stage in enumerate(part.stages):
-        for node in stage.nodes:
-            for x in node.inputs:
-                last[x] = k
-    keep = set(part.graph.outputs) | set(part.graph.inputs)
-    release: list[list[Node]] = [[] for _ in part.stages]
-    for node, k in last.items():
-        if node not in keep:
-            release[k].append(node)
-    return release
+def _drop(env: dict, dead: list[Node]) -> None:
+    for node in dead:
+        env.pop(node, None)
 
 
 def node_plan(plan: Plan, part: Partition, provider: str,

@@ -169,5 +169,5 @@ SPEC = register_strategy(StrategySpec(
     name="native-whole", device="cpu", contract=CONTRACT,
     profile=Profile("native-whole-cpu", "cpu", (PROVIDER,), frozenset({"checked"}),
                     probe=codegen.unavailable_reason),
-    memory=MemoryModel("eager", "eager"),
+    memory=MemoryModel("arena", "eager"),
     compiler=WholeExecutable, auto_priority=None))

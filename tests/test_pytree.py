@@ -6,6 +6,7 @@ import dataclasses
 from typing import NamedTuple
 
 import numpy as np
+import pytest
 
 import isokernel as ik
 from isokernel.ir.pytree import leaf_paths
@@ -54,3 +55,33 @@ def test_tree_map_and_paths():
     doubled = ik.tree_map(lambda v: v * 2, tree)
     assert doubled == {"w": [2.0, 4.0], "s": P(6.0, (8.0,))}
     assert leaf_paths(tree, "p") == ["p['s'].x", "p['s'].y[0]", "p['w'][0]", "p['w'][1]"]
+
+
+@pytest.mark.parametrize("first,other,where", [
+    ({"a": 1, "b": 2}, [10, 20], r"a dict .* a list"),          # used to return a dict
+    ([1, 2], [1, 2, 3], r"list of 2 .* list of 3"),              # the extra leaf was dropped
+    ([1, 2, 3], [1, 2], r"list of 3 .* list of 2"),              # a bare StopIteration
+    ((1, 2), [1, 2], r"a tuple .* a list"),
+    ({"a": 1, "b": 2}, {"a": 1, "c": 2}, r"keys \['a', 'b'\] .* keys \['a', 'c'\]"),
+    ([1, (2, 3)], [1, 5], r"at \[1\]: a tuple of 2 in the first tree, a leaf in tree 2"),
+    (P(1.0, (2.0,)), (1.0, (2.0,)), r"a P in the first tree, a tuple of 2 in tree 2"),
+])
+def test_tree_map_refuses_trees_of_another_structure(first, other, where):
+    """As jax.tree_util.tree_map: every further tree must have the first tree's structure."""
+    with pytest.raises(ValueError, match=r"tree_map: tree 2 .*structure.*" + where):
+        ik.tree_map(lambda *xs: sum(xs), first, other)
+
+
+def test_tree_map_over_several_trees_of_one_structure():
+    a = {"w": [1.0, 2.0], "s": P(3.0, (4.0,))}
+    b = {"w": [10.0, 20.0], "s": P(30.0, (40.0,))}
+    assert ik.tree_map(lambda x, y, z: x + y + z, a, b, a) == \
+        {"w": [12.0, 24.0], "s": P(36.0, (48.0,))}
+    with pytest.raises(ValueError, match=r"tree_map: tree 3 "):
+        ik.tree_map(lambda x, y, z: x, a, b, [1.0])
+
+
+def test_optim_uses_the_public_tree_map():
+    """One tree_map: optim's structure check is the public one."""
+    from isokernel.optim import _base
+    assert _base.tree_map is ik.tree_map

@@ -103,9 +103,57 @@ def tree_leaves(tree) -> list:
 
 
 def tree_map(fn: Callable, tree, *rest) -> Any:
+    """``fn`` over the leaves of ``tree`` and the matching leaves of each tree
+    in ``rest``, which must have ``tree``'s structure (as
+    ``jax.tree_util.tree_map`` requires); the result has ``tree``'s structure."""
     leaves, td = tree_flatten(tree)
-    others = [tree_flatten(r)[0] for r in rest]
+    others = []
+    for i, other in enumerate(rest, start=2):
+        other_leaves, other_td = tree_flatten(other)
+        if other_td != td:
+            raise ValueError(f"tree_map: tree {i} does not have the first tree's structure; "
+                             f"{_first_difference(td, other_td, i)}; pass trees of one "
+                             f"structure (the same containers, keys and number of leaves)")
+        others.append(other_leaves)
     return tree_unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def _first_difference(first: TreeDef, other: TreeDef, i: int, path: str = "") -> str:
+    """Where two structures first differ, e.g. ``at ['b']: a list of 2 in the
+    first tree, a list of 3 in tree 2``."""
+    same_node = (first.kind, first.aux, len(first.children)) == \
+        (other.kind, other.aux, len(other.children))
+    if not same_node:
+        return (f"at {path or 'the root'}: {_describe(first)} in the first tree, "
+                f"{_describe(other)} in tree {i}")
+    steps = _steps(first.kind, first.aux, len(first.children))
+    for step, a, b in zip(steps, first.children, other.children):
+        if a != b:
+            return _first_difference(a, b, i, path + step)
+    return f"at {path or 'the root'}"
+
+
+def _describe(td: TreeDef) -> str:
+    if td.kind in ("tuple", "list"):
+        return f"a {td.kind} of {len(td.children)}"
+    if td.kind == "dict":
+        return f"a dict with keys {list(td.aux)}"
+    if td.kind == "namedtuple":
+        return f"a {td.aux.__name__}"
+    if td.kind in ("dataclass", "custom"):
+        return f"a {td.aux[0].__name__}"
+    return "None" if td.kind == "none" else "a leaf"
+
+
+def _steps(kind: str, aux, count: int) -> list[str]:
+    """The path step to each child of a container, as ``leaf_paths`` writes it."""
+    if kind == "dict":
+        return [f"[{k!r}]" for k in aux]
+    if kind == "namedtuple":
+        return [f".{name}" for name in aux._fields]
+    if kind == "dataclass":
+        return [f".{name}" for name in aux[1]]
+    return [f"[{i}]" for i in range(count)]
 
 
 def leaf_paths(tree, prefix: str) -> list[str]:
@@ -114,12 +162,5 @@ def leaf_paths(tree, prefix: str) -> list[str]:
     if found is None:
         return [prefix]
     kind, aux, children = found
-    if kind == "dict":
-        steps = [f"[{k!r}]" for k in aux]
-    elif kind == "namedtuple":
-        steps = [f".{name}" for name in aux._fields]
-    elif kind == "dataclass":
-        steps = [f".{name}" for name in aux[1]]
-    else:
-        steps = [f"[{i}]" for i in range(len(children))]
+    steps = _steps(kind, aux, len(children))
     return [p for s, c in zip(steps, children) for p in leaf_paths(c, prefix + s)]

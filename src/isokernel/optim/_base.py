@@ -11,12 +11,12 @@ are pytrees of arrays (step counts are int32 arrays, as in optax).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import numpy as inp
-from ..ir.pytree import tree_flatten, tree_unflatten
+from ..ir.pytree import tree_map
 from ..record.tracer import Tracer
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -96,26 +96,6 @@ def _as_dtype(x, like):
 def array(x):
     """``x`` as an array: eager 0-d results of NumPy are scalars, state keeps arrays."""
     return x if isinstance(x, Tracer) else np.asarray(x)
-
-
-def tree_map(fn: Callable, tree, *rest) -> Any:
-    """``fn`` over the leaves of ``tree`` and the matching leaves of ``rest``
-    (trees of the same structure)."""
-    leaves, treedef = tree_flatten(tree)
-    others = []
-    for r in rest:
-        r_leaves, r_def = tree_flatten(r)
-        if r_def != treedef:
-            raise ValueError(f"optim: a pytree of structure {_short(r_def)} where "
-                             f"{_short(treedef)} was expected; gradients, states and "
-                             f"parameters must share the parameters' structure")
-        others.append(r_leaves)
-    return tree_unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others)])
-
-
-def _short(treedef) -> str:
-    text = repr(treedef)
-    return text if len(text) < 120 else text[:117] + "..."
 
 
 def safe_increment(count):

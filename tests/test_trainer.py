@@ -5,6 +5,12 @@ save / load resumes the same trajectory."""
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -188,3 +194,97 @@ def test_a_portable_training_run_is_the_same_bits_on_every_cpu_strategy():
     want = _bits(runs["reference"])
     assert _bits(runs["threads"]) == want and _bits(runs["native"]) == want
     assert runs["reference"][0][-1] < runs["reference"][0][0]
+
+
+def _steps_from_threads(trainer, n_threads, n_steps, *batch):
+    """``n_threads`` threads, started together, each calling ``trainer.step(*batch)``
+    ``n_steps`` times; the first error any of them raised is raised here."""
+    start = threading.Barrier(n_threads)
+    errors = []
+
+    def work():
+        try:
+            start.wait()
+            for _ in range(n_steps):
+                trainer.step(*batch)
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            errors.append(error)
+    threads = [threading.Thread(target=work) for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("strategy", ["reference", "threads", "native"])
+def test_steps_from_several_threads_are_those_of_as_many_sequential_steps(strategy):
+    """4 threads x 25 steps on one Trainer: the step counter says 100 and the
+    parameters and optimizer state are the bits of 100 sequential steps (every step
+    gets the same batch, so the order the threads take turns in does not matter)."""
+    n_threads, n_steps = 4, 25
+    rng = np.random.default_rng(0)
+    params = {"w1": rng.normal(size=2), "b1": np.zeros(2), "w2": rng.normal(size=2) / 3}
+    x = np.linspace(-1.0, 1.0, 64)
+    y = np.sin(3.0 * x)
+    alone = Trainer(_tanh_net_loss, params, optim.adam(1e-2), strategy=strategy)
+    for _ in range(n_threads * n_steps):
+        alone.step(x, y)
+    shared = Trainer(_tanh_net_loss, params, optim.adam(1e-2), strategy=strategy)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as Python can
+    try:
+        _steps_from_threads(shared, n_threads, n_steps, x, y)
+    finally:
+        sys.setswitchinterval(switch)
+    assert shared.steps == n_threads * n_steps
+    assert _bits(shared.params) == _bits(alone.params)
+    assert _bits(shared.opt_state) == _bits(alone.opt_state)
+    assert len(shared._calls) == 1  # compiled once, not once per thread
+
+
+def _pause_before_the_state_update(frame, event, arg):
+    """A trace function (for the stepping thread): in trainer.py, sleep 2 ms before
+    each line that assigns the optimizer state, after the parameters were assigned, so
+    that a reader not held off by a lock sees the new parameters with the old state."""
+    if not frame.f_code.co_filename.endswith(os.path.join("train", "trainer.py")):
+        return None
+
+    def local(frame, event, arg):
+        if event == "line" and linecache.getline(
+                frame.f_code.co_filename, frame.f_lineno).strip().startswith("self._state ="):
+            time.sleep(0.002)
+        return local
+    return local
+
+
+def test_a_checkpoint_saved_during_threaded_steps_is_one_step_s_state(tmp_path):
+    """Saves from this thread while another steps: each file holds the parameters,
+    optimizer state and count of one step of the sequential trajectory."""
+    rng = np.random.default_rng(1)
+    params = {"w1": rng.normal(size=2), "b1": np.zeros(2), "w2": rng.normal(size=2) / 3}
+    x = np.linspace(-1.0, 1.0, 64)
+    y = np.sin(3.0 * x)
+    alone = Trainer(_tanh_net_loss, params, optim.adam(1e-2), strategy="reference")
+    trajectory = [_bits([alone.params, alone.opt_state])]
+    for _ in range(30):
+        alone.step(x, y)
+        trajectory.append(_bits([alone.params, alone.opt_state]))
+    shared = Trainer(_tanh_net_loss, params, optim.adam(1e-2), strategy="reference")
+    shared.step(x, y)  # compiled here, traced below only while stepping
+
+    def steps():
+        sys.settrace(_pause_before_the_state_update)
+        for _ in range(29):
+            shared.step(x, y)
+    stepper = threading.Thread(target=steps)
+    stepper.start()
+    saved = []
+    while stepper.is_alive() or not saved:
+        saved.append(tmp_path / f"run{len(saved)}.npz")
+        shared.save(saved[-1])
+    stepper.join()
+    for path in saved:
+        resumed = Trainer.load(path, _tanh_net_loss, optim.adam(1e-2), strategy="reference")
+        assert _bits([resumed.params, resumed.opt_state]) == trajectory[resumed.steps]

@@ -9,9 +9,16 @@ The executable is ``isokernel.jit`` of ``(params, opt_state, *batch) ->
 (loss, new_params, new_state)`` written with ``value_and_grad`` and the
 optimizer's ``update``, so N steps give the bits of the same N steps written
 by hand on the same strategy.
+
+A Trainer may be shared between threads: ``step``, ``save``, ``close`` and
+the ``params`` / ``opt_state`` snapshots hold one lock per Trainer, so steps
+run one at a time (N threads of M steps are N*M sequential steps) and a
+snapshot or a checkpoint is always the state between two steps.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -20,7 +27,7 @@ from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import GradientTransformation, apply_updates
 from ..transforms import value_and_grad
 from .data_parallel import DataParallel
-from .saving import load, save
+from .saving import CheckpointError, load, save
 
 NOT_AN_OPTIMIZER = ("Trainer: optimizer must be an isokernel.optim transformation (e.g. "
                     "isokernel.optim.adam(1e-3)), got a {kind}")
@@ -30,6 +37,9 @@ PARALLEL_ONLY = ("Trainer: {names} are options of data-parallel training and do 
 STATE_MISMATCH = ("Trainer.load({path}): the saved optimizer state has {saved} arrays where "
                   "this optimizer keeps {expected}; load with the optimizer the file was "
                   "trained with")
+NOT_A_RUN = ("Trainer.load({path}): {problem}, not what Trainer.save writes (a dict of params, "
+             "opt_state and steps); read a file isokernel.save wrote with isokernel.load, and "
+             "start a Trainer from its parameters")
 
 
 class Trainer:
@@ -50,6 +60,10 @@ class Trainer:
     ``block_rows``, ``reduction``, ``worker_timeout`` as there; ``progress``
     prints a line per step). The parameters and optimizer state stay in this
     process; the steps are the same bits for any number of workers.
+
+    Thread safety: ``step``, ``save``, ``close``, ``params`` and ``opt_state``
+    take the Trainer's lock, so steps from several threads run one after
+    another and never lose an update.
     """
 
     def __init__(self, loss_fn, params, optimizer, *, strategy: str = "auto",
@@ -59,6 +73,7 @@ class Trainer:
         if not isinstance(optimizer, GradientTransformation):
             raise TypeError(NOT_AN_OPTIMIZER.format(kind=type(optimizer).__name__))
         self.loss_fn, self.optimizer, self.has_aux = loss_fn, optimizer, has_aux
+        self._lock = threading.RLock()  # one step, snapshot or save at a time
         self.strategy, self._jit_options = strategy, jit_options
         leaves, self._param_def = tree_flatten(params)
         self._params = [np.array(x) for x in leaves]  # own copies, never the caller's arrays
@@ -94,7 +109,12 @@ class Trainer:
         return value[0] if self.has_aux else value
 
     def step(self, *batch):
-        """One optimizer step on ``batch``; the loss at the current parameters."""
+        """One optimizer step on ``batch``; the loss at the current parameters.
+        Thread-safe: steps from several threads run one at a time."""
+        with self._lock:
+            return self._step(batch)
+
+    def _step(self, batch):
         if self._parallel is not None:
             loss, self._params, self._state = self._parallel.step(batch)
             self.steps += 1
@@ -145,17 +165,20 @@ class Trainer:
     @property
     def params(self):
         """The current parameters (copies), in the structure they were given."""
-        return tree_unflatten(self._param_def, [np.array(x) for x in self._params])
+        with self._lock:
+            return tree_unflatten(self._param_def, [np.array(x) for x in self._params])
 
     @property
     def opt_state(self):
         """The current optimizer state (copies)."""
-        return tree_unflatten(self._state_def, [np.array(x) for x in self._state])
+        with self._lock:
+            return tree_unflatten(self._state_def, [np.array(x) for x in self._state])
 
     def close(self) -> None:
         """Release the batch's blocks on the workers (and a ``"local"`` cluster)."""
-        if self._parallel is not None:
-            self._parallel.close()
+        with self._lock:
+            if self._parallel is not None:
+                self._parallel.close()
 
     def __enter__(self):
         return self
@@ -164,9 +187,13 @@ class Trainer:
         self.close()
 
     def save(self, path) -> None:
-        """The parameters and the optimizer state in one file (``isokernel.save``)."""
-        save(path, {"params": self.params, "opt_state": [np.array(x) for x in self._state],
-                    "steps": np.int64(self.steps)})
+        """The parameters, the optimizer state and the step count in one file
+        (``isokernel.save``), all of the same step: taken under the lock, written
+        after it (steps from other threads go on meanwhile)."""
+        with self._lock:
+            tree = {"params": self.params, "opt_state": [np.array(x) for x in self._state],
+                    "steps": np.int64(self.steps)}
+        save(path, tree)
 
     @classmethod
     def load(cls, path, loss_fn, optimizer, *, like=None, **options) -> Trainer:
@@ -178,15 +205,32 @@ class Trainer:
         else:
             n_state = len(tree_flatten(optimizer.init(like))[0])
             tree = load(path, like={"params": like, "opt_state": [0] * n_state, "steps": 0})
+        _check_run(path, tree)
         trainer = cls(loss_fn, tree["params"], optimizer, **options)
         saved = tree["opt_state"]
         if len(saved) != len(trainer._state) or any(
                 a.shape != b.shape or a.dtype != b.dtype for a, b in zip(saved, trainer._state)):
-            raise ValueError(STATE_MISMATCH.format(path=path, saved=len(saved),
-                                                   expected=len(trainer._state)))
+            raise CheckpointError(STATE_MISMATCH.format(path=path, saved=len(saved),
+                                                        expected=len(trainer._state)))
         trainer._state = [np.array(x) for x in saved]
         trainer.steps = int(tree["steps"])
         return trainer
+
+
+def _check_run(path, tree) -> None:
+    """``tree`` is what ``Trainer.save`` writes: params, a list of state arrays, a
+    natural step count."""
+    problem = None
+    if not isinstance(tree, dict) or set(tree) != {"params", "opt_state", "steps"}:
+        what = sorted(map(str, tree)) if isinstance(tree, dict) else type(tree).__name__
+        problem = f"the file holds {what}"
+    elif not isinstance(tree["opt_state"], list) or not all(
+            isinstance(x, np.ndarray) for x in tree["opt_state"]):
+        problem = f"its opt_state is a {type(tree['opt_state']).__name__}, not a list of arrays"
+    elif not isinstance(tree["steps"], (int, np.integer)) or tree["steps"] < 0:
+        problem = f"its steps is {tree['steps']!r}"
+    if problem is not None:
+        raise CheckpointError(NOT_A_RUN.format(path=path, problem=problem))
 
 
 def _check_single_process(shard_argnums, block_rows, reduction, progress, n_workers) -> None:

@@ -109,7 +109,9 @@ def solve(a, b):
     a = _square(a, "solve")
     vector = F.ndim(b) == 1
     a, b = _rhs(a, b, "solve", vector)
-    if _unrolled(a.shape[-1], b.shape[-1]):
+    if a.shape[-1] == 0:
+        x = F.zeros_like(b)
+    elif _unrolled(a.shape[-1], b.shape[-1]):
         x = _small.solve(a, b)
     else:
         x = _solve_by_lu(a, b)
@@ -146,9 +148,11 @@ def _lu_solve_perm(lu, perm, b, trans: int):
 
 
 def inv(a):
-    """NumPy's ``linalg.inv``, batched."""
+    """NumPy's ``linalg.inv``, batched (a 0x0 matrix's inverse is 0x0)."""
     a = _square(a, "inv")
     n = a.shape[-1]
+    if n == 0:
+        return F.zeros_like(a)
     if _unrolled(n, n):
         return _small.inv(a)
     return _solve_by_lu(a, F.broadcast_to(np.eye(n, dtype=a.dtype), a.shape))
@@ -166,12 +170,63 @@ def _lu_sign_diagonal(a):
 
 def det(a):
     """NumPy's ``linalg.det``: the product of U's diagonal, signed by the
-    row interchanges."""
+    row interchanges (1 for a 0x0 matrix)."""
     a = _square(a, "det")
+    if a.shape[-1] == 0:
+        return F.ones(a.shape[:-2], a.dtype)
     if _unrolled(a.shape[-1]):
         return _small.det(a)
+    return _det_by_lu(a)
+
+
+@custom_jvp
+def _det_by_lu(a):
     sign, diagonal = _lu_sign_diagonal(a)
     return sign * F.prod(diagonal, axis=-1)
+
+
+@_det_by_lu.defjvp
+def _det_by_lu_jvp(primals, tangents):
+    """d det = trace(adj(a) d a) with the adjugate read from a's LU factors,
+    so a singular ``a`` gets its derivative instead of NaN. With P a = L U,
+    adj(a) = sign adj(U) L⁻¹ P, and with X = L⁻¹ P d a, U' U with one
+    diagonal entry u_rr replaced (``_adjugate_trace``):
+
+    - no zero pivot (r the last): JAX's cofactor solve, u_rr = 1/(sign ·
+      the other pivots' product): U'⁻¹ [det X_top; X_r] has the trace wanted;
+    - one zero pivot, at r (rank n - 1, wherever the zero falls): u_rr = 1,
+      and adj(U) = Q v wᵀ, Q the other pivots' product, v = U'⁻¹ e_r and
+      w = U'⁻ᵀ e_r the null vectors, so the trace is Q e_rᵀ U'⁻¹ X v;
+    - two or more: 0, the derivative when the rank is below n - 1."""
+    (a,), (da,) = primals, tangents
+    lu, _, perm = bind(Op.LU, a)
+    sign, diagonal = _lu_sign_diagonal(a)
+    out = sign * F.prod(diagonal, axis=-1)
+    x = _tri(lu, F.matmul(_one_hot(perm, a.dtype), da), lower=True, unit=True)
+    return out, _adjugate_trace(lu, sign, diagonal, out, x)
+
+
+def _adjugate_trace(lu, sign, diagonal, det, x):
+    """sign · trace(adj(U) x) for U the upper factor in ``lu`` (see
+    ``_det_by_lu_jvp``); linear in ``x``."""
+    n = lu.shape[-1]
+    zero = F.equal(diagonal, 0.0)
+    zeros = F.sum(F.astype(zero, _dt.int32), axis=-1)
+    none, one = F.equal(zeros, 0), F.equal(zeros, 1)
+    replaced = F.where(one[..., None], zero, np.arange(n) == n - 1)
+    others = sign * F.prod(F.where(replaced, 1.0, diagonal), axis=-1)
+    vanishes = F.equal(others, 0.0)
+    scale = F.where(vanishes, np.inf, 1.0 / F.where(vanishes, 1.0, others))
+    safe = F.where(zero, 1.0, diagonal)  # two zeros or more: finite, and not used
+    corner = F.where(replaced, F.where(one, 1.0, scale)[..., None], safe)
+    adjusted = F.where(np.eye(n, dtype=bool), F.expand_dims(corner, -2), lu)
+    scaled = F.concatenate([x[..., :-1, :] * det[..., None, None], x[..., -1:, :]], axis=-2)
+    solved = _tri(adjusted, F.where(none[..., None, None], scaled, x), lower=False)
+    e = F.expand_dims(F.astype(replaced, lu.dtype), -1)
+    null = _tri(adjusted, e, lower=False)
+    rank_one = others * F.sum(e * F.matmul(solved, null), axis=(-2, -1))
+    full = F.sum(_diagonal(solved), axis=-1)
+    return F.where(none, full, F.where(one, rank_one, 0.0))
 
 
 class SlogdetResult(NamedTuple):
@@ -181,8 +236,10 @@ class SlogdetResult(NamedTuple):
 
 def slogdet(a):
     """NumPy's ``linalg.slogdet``: (sign, log|det|) without overflow; a
-    singular matrix gives (0, -inf)."""
+    singular matrix gives (0, -inf), a 0x0 one (1, 0)."""
     a = _square(a, "slogdet")
+    if a.shape[-1] == 0:
+        return SlogdetResult(F.ones(a.shape[:-2], a.dtype), F.zeros(a.shape[:-2], a.dtype))
     if _unrolled(a.shape[-1]):
         return SlogdetResult(*_small.slogdet(a))
     sign, diagonal = _lu_sign_diagonal(a)
@@ -196,6 +253,8 @@ def cholesky(a, upper: bool = False):
     """NumPy's ``linalg.cholesky``: the lower factor L (``upper``: Lᵀ) of a
     symmetric positive definite ``a``, from its lower triangle."""
     a = _square(a, "cholesky")
+    if a.shape[-1] == 0:
+        return F.zeros_like(a)
     low = _small.cholesky(a) if _unrolled(a.shape[-1]) else bind(Op.CHOLESKY, a)
     return F.swapaxes(low, -1, -2) if upper else low
 

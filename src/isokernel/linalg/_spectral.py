@@ -23,10 +23,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir import Op, ShapeError
+from ..ir import Op, ShapeError, TracerError
 from ..ir.source import user_where
-from ..record import bind
+from ..record import Tracer, bind
 from ..record import frontend as F
+from ..transforms import custom_jvp
 from ._dense import _float, _same_dtype, _square
 
 
@@ -121,20 +122,58 @@ def _pinv_parts(a, rcond):
 
 def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_NO_VALUE):
     """NumPy's ``linalg.pinv``: V diag(1/s) Uᵀ over the singular values above
-    ``rcond`` times the largest."""
+    ``rcond`` times the largest (an m x 0 or 0 x n matrix gives n x m zeros)."""
     a = _matrices(a, "pinv")
-    u, s, vh, cutoff = _pinv_parts(a, _pinv_cutoff(a, rcond, rtol))
+    rcond = _pinv_cutoff(a, rcond, rtol)
+    if 0 in a.shape[-2:]:
+        return F.zeros((*a.shape[:-2], a.shape[-1], a.shape[-2]), a.dtype)
+    return _pinv(a, F.asarray(rcond, dtype=a.dtype))
+
+
+@custom_jvp
+def _pinv(a, rcond):
+    u, s, vh, cutoff = _pinv_parts(a, rcond)
     scaled = F.swapaxes(u, -1, -2) * F.expand_dims(_inverse_above(s, cutoff), -1)
     return F.matmul(F.swapaxes(vh, -1, -2), scaled)
 
 
-def lstsq(a, b, rcond=None):
+@_pinv.defjvp
+def _pinv_jvp(primals, tangents):
+    """Golub and Pereyra's derivative of the pseudo-inverse (SIAM J. Numer.
+    Anal. 10, 1973; JAX's rule), from p = pinv(a) alone: d p = -p d a p +
+    p pᵀ d aᵀ (I - a p) + (I - p a) d aᵀ pᵀ p, exact while the rank holds. It
+    needs no singular vectors, whose derivative is undefined where singular
+    values repeat (the identity). ``rcond`` is not differentiated."""
+    (a, rcond), (da, _) = primals, tangents
+    p = _pinv(a, rcond)
+    pt, dat = F.swapaxes(p, -1, -2), F.swapaxes(da, -1, -2)
+    mm = F.matmul
+    if a.shape[-2] >= a.shape[-1]:  # the cheaper association (JAX's)
+        s, t = mm(mm(p, pt), dat), mm(mm(dat, pt), p)
+        dp = -mm(mm(p, da), p) + s - mm(mm(s, a), p) + t - mm(mm(p, a), t)
+    else:
+        s, t = mm(p, mm(pt, dat)), mm(dat, mm(pt, p))
+        dp = -mm(p, mm(da, p)) + s - mm(s, mm(a, p)) + t - mm(p, mm(a, t))
+    return p, dp
+
+
+NUMPY_RESID = ("lstsq at {where}: numpy_resid=True gives residuals whose shape depends on the "
+               "rank of a (empty when it is below n), which a recording (jit, vmap, grad) "
+               "cannot know; call lstsq outside it, or use numpy_resid=False (the default: "
+               "the squared residual norms whenever m > n)")
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
     """NumPy's ``linalg.lstsq`` by the SVD (as gelsd): ``(x, residuals,
     rank, s)``, singular values at or below ``rcond`` (default eps · max(m,
-    n)) times the largest treated as zero. ``residuals`` (squared 2-norms of
-    ``b - a x`` per column) has a static shape: computed whenever m > n
-    (NumPy returns an empty array for a rank-deficient ``a``), empty
-    otherwise."""
+    n); negative: eps, as LAPACK) times the largest treated as zero.
+
+    ``residuals`` (squared 2-norms of ``b - a x`` per column) has a static
+    shape, so ``jit`` and ``vmap`` give what an eager call gives: computed
+    whenever m > n, the rank whatever it is (NumPy returns an empty array
+    for a rank-deficient ``a``, a shape that depends on the data), empty
+    otherwise. ``numpy_resid=True`` (JAX's keyword) is NumPy's rule exactly,
+    outside a recording only."""
     a = _matrices(a, "lstsq")
     b = _float(b, "lstsq", "b")
     _same_dtype(a, b, "lstsq")
@@ -142,15 +181,33 @@ def lstsq(a, b, rcond=None):
     if b.shape[0 if b.ndim == 1 else -2] != m:
         raise ShapeError(f"lstsq at {user_where()}: b of shape {tuple(b.shape)} does not fit "
                          f"a of shape {tuple(a.shape)}; b needs {m} rows")
-    rcond = max(m, n) * np.finfo(a.dtype).eps if rcond is None else rcond
-    u, s, vh, cutoff = _pinv_parts(a, rcond)
     column = b if b.ndim > 1 else F.reshape(b, (m, 1))
+    if m == 0 or n == 0:
+        x, rank, s = F.zeros((n, column.shape[-1]), a.dtype), np.int64(0), F.zeros((0,), a.dtype)
+    else:
+        x, rank, s = _lstsq_by_svd(a, column, _lstsq_cutoff(a, rcond))
+    residuals = F.zeros((0,), a.dtype)
+    if m > n:
+        residuals = F.sum(F.square(column - F.matmul(a, x)), axis=-2)
+    if numpy_resid:
+        if isinstance(rank, Tracer):
+            raise TracerError(NUMPY_RESID.format(where=user_where()))
+        if m <= n or np.any(np.asarray(rank) < n):
+            residuals = F.zeros((0,), a.dtype)
+    return LstsqResult(x if b.ndim > 1 else F.reshape(x, (n,)), residuals, rank, s)
+
+
+def _lstsq_cutoff(a, rcond):
+    eps = float(np.finfo(a.dtype).eps)
+    if rcond is None:
+        return max(a.shape[-2:]) * eps
+    return eps if not isinstance(rcond, Tracer) and rcond < 0 else rcond
+
+
+def _lstsq_by_svd(a, column, rcond):
+    """(x, rank, s): V diag(1/s) Uᵀ b over the singular values above the cutoff."""
+    u, s, vh, cutoff = _pinv_parts(a, rcond)
     coeffs = F.matmul(F.swapaxes(u, -1, -2), column) * F.expand_dims(
         _inverse_above(s, cutoff), -1)
     x = F.matmul(F.swapaxes(vh, -1, -2), coeffs)
-    rank = F.sum(F.astype(s > cutoff, np.int64), axis=-1)
-    if m > n:
-        residuals = F.sum(F.square(column - F.matmul(a, x)), axis=-2)
-    else:
-        residuals = F.zeros((0,), a.dtype)
-    return LstsqResult(x if b.ndim > 1 else F.reshape(x, (n,)), residuals, rank, s)
+    return x, F.sum(F.astype(s > cutoff, np.int64), axis=-1), s

@@ -20,7 +20,10 @@ from isokernel.codegen import compiler as cc
 from isokernel.codegen import driver
 from isokernel.codegen.c_expr import literal
 from isokernel.codegen.pixel import partition
+from isokernel.record.tables import Table
 from isokernel.reports import devices_table
+
+from .conftest import compile_everywhere, nvrtc_or_skip
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("ISOKERNEL_UPDATE_GOLDEN") == "1"
@@ -174,3 +177,35 @@ def test_no_compiler_makes_native_unavailable_with_the_reason(monkeypatch):
         cc.find_compiler_path.cache_clear()
         loops.unavailable_reason.cache_clear()  # threads probed the tile driver without one
         driver.load_driver.cache_clear()
+
+
+# --- tables -------------------------------------------------------------------------------
+
+def _twin_tables():
+    """Two tables with equal values (and shape) under different names, and
+    a model that looks up both."""
+    values = np.linspace(0.0, 2.0, 9)
+    a = Table(values, 0.0, 0.25, name="albedo")
+    b = Table(values, 0.0, 0.25, name="emissivity")
+
+    def model(x):
+        return a.lookup(x) * 2.0 + b.lookup(x * 0.5)
+    return model
+
+
+@needs_cc
+@pytest.mark.parametrize("strategy", ["native", "native-whole"])
+def test_two_tables_with_equal_values_and_different_names_compile(strategy):
+    """Each table is one static array of its own: equal values under two
+    names once gave one ``isk_tab_`` symbol defined twice."""
+    x = np.linspace(-0.5, 2.5, 64)
+    model = _twin_tables()
+    got = ik.jit(model, strategy=strategy)(x)
+    want = ik.jit(model, strategy="reference")(x)
+    assert np.array_equal(got, want)
+
+
+def test_two_tables_with_equal_values_and_different_names_compile_with_nvrtc():
+    compiler = nvrtc_or_skip()
+    graph = ik.trace(_twin_tables(), np.linspace(-0.5, 2.5, 64))
+    assert compile_everywhere([codegen.cuda_source(graph)], compiler) == []

@@ -120,6 +120,8 @@ def _wrap(op: str):
 def _neg(t: Ctx, x):
     if t.dtype in dtypes.INTS:
         return f"({t.ctype})(({UTYPE[t.dtype]})0 - ({UTYPE[t.dtype]}){x})"
+    if x.startswith("-"):  # a negative literal: "--0x1p+0" would be a decrement
+        return f"(-({x}))"
     return f"(-{x})"
 
 
@@ -244,9 +246,13 @@ def _exponent_op(name: str):
 
 
 def table_name(attrs: dict, dtype: np.dtype) -> str:
-    """The C name of a table's data in ``dtype``: a digest of the values,
-    so two look-ups into one table share one array."""
-    digest = hashlib.sha1(attrs["values"].value.tobytes()).hexdigest()[:12]
+    """The C name of a table's data in ``dtype``: a digest of the table's
+    name and values (their dtype and shape too), so two look-ups into one
+    table share one array, and two tables (equal values under two names
+    included: each array's comment names its table) never share a name."""
+    values = attrs["values"].value
+    key = f"{attrs['name']}\0{values.dtype.str}\0{values.shape}\0".encode()
+    digest = hashlib.sha1(key + values.tobytes()).hexdigest()[:12]
     return f"isk_tab_{digest}_{SHORT[dtype]}"
 
 

@@ -769,6 +769,8 @@ class Emitter:
 
     def _load(self, x: Node, pointer: str, size: int, shape, rows: bool) -> np.ndarray:
         ctype, base = CTYPE[x.dtype], self._base(x)
+        if not rows and x in self.values:  # read by rows too: its row has these names
+            base = f"{base}_w"
         names = []
         for j in range(size):
             at = (f"i * {size} + {j}" if size > 1 else "i") if rows else str(j)

@@ -242,3 +242,26 @@ def test_numpy_scalars_that_subclass_python_ones_round_trip(tmp_path):
     save(tmp_path / "s.npz", tree)
     back = load(tmp_path / "s.npz")
     assert back == tree and type(back["lr"]) is np.float64
+
+
+def test_a_fortran_ordered_array_round_trips(tmp_path):
+    tree = {"f": np.asfortranarray(np.arange(12.0).reshape(3, 4)), "c": np.arange(3)}
+    save(tmp_path / "s.npz", tree)
+    back = load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(back["f"], tree["f"])
+    assert back["f"].flags.f_contiguous
+
+
+def test_load_follows_a_symbolic_link_to_a_regular_file(saved, tmp_path):
+    link = tmp_path / "latest.npz"
+    os.symlink(saved.name, link)
+    _equal(load(link), _tree())
+
+
+def test_max_bytes_limits_what_load_reads(saved):
+    size = saved.stat().st_size
+    with pytest.raises(CheckpointError, match=r"more than the 100 load accepts.*max_bytes"):
+        load(saved, max_bytes=100)
+    _equal(load(saved, max_bytes=size), _tree())
+    with pytest.raises(TypeError, match="max_bytes"):
+        load(saved, max_bytes="1GB")

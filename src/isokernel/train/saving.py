@@ -155,7 +155,8 @@ def _leaf_array(leaf, where: str) -> tuple[np.ndarray, str | None]:
 
 
 def _sha256(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    """The SHA-256 of the array's bytes in C order (hashed in place, not copied)."""
+    return hashlib.sha256(np.ascontiguousarray(array).reshape(-1).view(np.uint8)).hexdigest()
 
 
 def _leaf_entry(index: int, array: np.ndarray, scalar: str | None) -> dict:
@@ -615,6 +616,11 @@ def load(path, like=None, *, max_bytes: int | None = None):
     a file save wrote is not compressed, so it always loads). A malformed file raises
     ``CheckpointError`` before more than its described size is read."""
     path = os.fspath(path)
+    if max_bytes is not None and (isinstance(max_bytes, bool)
+                                  or not isinstance(max_bytes, (int, np.integer))
+                                  or max_bytes < 0):
+        raise TypeError(f"load: max_bytes={max_bytes!r}; give a number of bytes (an int "
+                        f"at least 0), or None for the default")
     with _open_regular(path) as (handle, size):
         with _reading(path, "the zip directory"):
             try:

@@ -23,6 +23,7 @@ from ..ir.pytree import LEAF, leaf_paths, tree_flatten, tree_unflatten
 from ..record import current_builder, portable, trace_flat
 from ..record.tables import refuse_hardware_modes
 from ..transforms import prepare_for_execution
+from ..transforms.api import copy_identity
 from ..transforms.fusion import fuse
 from ..transforms.fusion import report_lines as fused_lines
 from . import reductions
@@ -101,7 +102,7 @@ class Jitted:
         self._lock = threading.Lock()  # one recording per key, however many threads call
         self._last_key = None
         self.retraces = 0
-        functools.update_wrapper(self, fun)
+        copy_identity(self, fun)
         if not hasattr(self, "__name__"):  # a functools.partial, a callable object
             self.__name__ = _function_name(fun)
 

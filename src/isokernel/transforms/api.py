@@ -16,11 +16,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import DifferentiationError, Op, dtypes
-from ..ir.pytree import LEAF, leaf_paths, tree_flatten, tree_map, tree_unflatten
+from ..ir import DifferentiationError, Graph, Op, dtypes
+from ..ir.pytree import (
+    LEAF,
+    TreeDef,
+    leaf_paths,
+    register_pytree_node,
+    tree_flatten,
+    tree_map,
+    tree_unflatten,
+)
 from ..record import ShapeDtype, Tracer, bind, current_builder, replay, trace_flat
 from ..record import frontend as F
 from ..record.tracer import as_tracer, aval_of_example
@@ -44,8 +53,22 @@ def _label(fun) -> str:
     return f"{_name(fun)!r} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
+def copy_identity(wrapper, fun):
+    """Give ``wrapper`` the name, docstring, module and ``__wrapped__`` of
+    ``fun``, and the ``__x__`` markers in its ``__dict__`` (a ``@numerics``
+    default), but none of the wrapped object's state: a jit's or a custom
+    rule's ``fun``, caches and rules stay its own (``functools.wraps``
+    copies the whole ``__dict__``, and ``jit(grad(jit(f)))`` then ran ``f``
+    itself)."""
+    functools.update_wrapper(wrapper, fun, updated=())
+    for key, value in getattr(fun, "__dict__", {}).items():
+        if key.startswith("__") and key.endswith("__") and key != "__wrapped__":
+            setattr(wrapper, key, value)
+    return wrapper
+
+
 def _wrap(transform: str, fun, wrapper):
-    functools.update_wrapper(wrapper, fun)
+    copy_identity(wrapper, fun)
     wrapper.__name__ = f"{transform}_{_name(fun)}"
     wrapper.__qualname__ = wrapper.__name__
     return wrapper
@@ -216,10 +239,48 @@ def linearize(fun, *primals):
 # ------------------------------------------------------------ reverse
 
 
+@dataclass(frozen=True, eq=False)
+class _Pullback:
+    """What a ``VJPFunction`` holds besides its residuals."""
+
+    fun: object
+    back: Graph
+    which: tuple  # the differentiated leaves that get a cotangent from ``back``
+    main: TreeDef  # of the outputs (the cotangent's structure)
+    out_avals: tuple
+    in_tree: TreeDef  # of the primals
+    in_avals: tuple
+
+
+class VJPFunction:
+    """The ``vjp_fn`` that ``vjp`` returns: ``vjp_fn(ct)`` is Jᵀ·ct, one
+    cotangent per primal. A pytree whose leaves are the residuals (JAX's
+    ``Partial``), so it may be returned from ``jit``, passed to one, or kept
+    as a residual of a ``custom_vjp`` rule."""
+
+    __slots__ = ("pullback", "residuals")
+
+    def __init__(self, pullback: _Pullback, residuals):
+        self.pullback, self.residuals = pullback, tuple(residuals)
+
+    def __call__(self, ct):
+        p = self.pullback
+        cts = _tree_check("vjp", p.fun, ct, p.main, "cotangents")
+        cts = _coerce("vjp", p.fun, cts, p.out_avals, "cotangent")
+        found = dict(zip(p.which, _replay(p.back, *self.residuals, *cts)))
+        leaves = [found[i] if i in found else F.zeros(a.shape, a.dtype)
+                  for i, a in enumerate(p.in_avals)]
+        return tuple(tree_unflatten(p.in_tree, leaves))
+
+
+register_pytree_node(VJPFunction, lambda f: (f.residuals, f.pullback),
+                     lambda pullback, residuals: VJPFunction(pullback, residuals))
+
+
 def vjp(fun, *primals, has_aux: bool = False):
     """``(fun(*primals), vjp_fn)`` (and ``aux``): ``vjp_fn(ct)`` is Jᵀ·ct, one
-    cotangent per primal, by transposing the linearized graph. Integer and
-    bool primals get zero cotangents."""
+    cotangent per primal, by transposing the linearized graph (a
+    ``VJPFunction``). Integer and bool primals get zero cotangents."""
     traced = _Traced("vjp", fun, primals, {}, tuple(range(len(primals))))
     main, aux = traced.split_aux(has_aux)
     k, n = main.num_leaves, len(traced.graph.outputs)
@@ -227,18 +288,11 @@ def vjp(fun, *primals, has_aux: bool = False):
     n_res = len(primal.outputs) - n
     back = transpose_graph(linear, [False] * n_res + [True] * (len(linear.inputs) - n_res))
     outs = _replay(primal, *traced.inputs)
-    residuals = outs[n:]
-    which = tangent_inputs(traced.graph, traced.diff)
-    out_nodes = traced.graph.outputs[:k]
-
-    def vjp_fn(ct):
-        cts = _tree_check("vjp", fun, ct, main, "cotangents")
-        cts = _coerce("vjp", fun, cts, [x.aval.strong() for x in out_nodes], "cotangent")
-        found = dict(zip(which, _replay(back, *residuals, *cts)))
-        leaves = [found[i] if i in found else F.zeros(x.aval.shape, x.aval.dtype)
-                  for i, x in enumerate(traced.graph.inputs[:len(traced.leaves)])]
-        return tuple(tree_unflatten(traced.in_tree, leaves))
-
+    pullback = _Pullback(
+        fun, back, tuple(tangent_inputs(traced.graph, traced.diff)), main,
+        tuple(x.aval.strong() for x in traced.graph.outputs[:k]), traced.in_tree,
+        tuple(x.aval for x in traced.graph.inputs[:len(traced.leaves)]))
+    vjp_fn = VJPFunction(pullback, outs[n:])
     out = tree_unflatten(main, outs[:k])
     return (out, vjp_fn, tree_unflatten(aux, outs[k:n])) if has_aux else (out, vjp_fn)
 

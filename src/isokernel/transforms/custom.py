@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Mapping
 from contextvars import ContextVar
+from types import MappingProxyType
 
 from ..ir import Aval, DifferentiationError, Op, ShapeError, SubGraph, dtypes
 from ..ir.eval import run_graph
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..record import ShapeDtype, Tracer, bind, current_builder, replay, trace_flat
 from ..record.tracer import aval_of_example
-from .graphs import zeros
-from .jvp import all_or_zeros
+from .api import copy_identity
+from .graphs import retrace, zeros
+from .jvp import all_or_zeros, jvp_graph, tangent_inputs
 from .regions import RegionRules, register
 from .simplify import prepare_for_execution
 from .transpose import Lin
@@ -45,18 +48,35 @@ CLOSURE = ("custom derivative of {name!r}: it closes over a value that is being 
 UNUSED_CLOSURE = ("the rule of {name!r} closes over a traced value that {name!r} itself does "
                   "not use; pass it to {name!r} as an argument")
 
-_RULE_OF: ContextVar[frozenset] = ContextVar("isokernel_custom_rule_of", default=frozenset())
-"""The custom functions whose rules are being recorded now (a call of one of
-them inside its own rule records its primal)."""
+_RULE_OF: ContextVar[Mapping] = ContextVar("isokernel_custom_rule_of",
+                                          default=MappingProxyType({}))
+"""The custom functions whose rules are being recorded now, by ``id``: each
+with the rule's primal arguments (input tree and leaves) and the function's
+results at them (output tree and leaves), or None while ``bwd`` is recorded."""
 
 
 @contextlib.contextmanager
-def _recording_rule_of(fun):
-    token = _RULE_OF.set(_RULE_OF.get() | {id(fun)})
+def _recording_rule_of(fun, own=None):
+    token = _RULE_OF.set(_RULE_OF.get() | {id(fun): own})
     try:
         yield
     finally:
         _RULE_OF.reset(token)
+
+
+def _own_results(fun, args):
+    """Inside ``fun``'s own rule, a call of ``fun`` on the rule's primal
+    arguments themselves: the call's results, which the rule receives as
+    inputs (None for any other call)."""
+    own = _RULE_OF.get().get(id(fun))
+    if own is None:
+        return None
+    in_tree, primals, out_tree, outs = own
+    leaves, tree = tree_flatten(args)
+    if tree != in_tree or len(leaves) != len(primals) or not all(
+            isinstance(x, Tracer) and x.node is p.node for x, p in zip(leaves, primals)):
+        return None
+    return tree_unflatten(out_tree, outs)
 
 
 def _examples(leaves):
@@ -97,7 +117,7 @@ class _Custom:
 
     def __init__(self, fun):
         self.fun = fun
-        functools.update_wrapper(self, fun)
+        copy_identity(self, fun)
 
     def _primal(self, args):
         leaves, in_tree = tree_flatten(args)
@@ -130,13 +150,16 @@ class custom_jvp(_Custom):  # noqa: N801 - JAX's name
                                        f"with @{name}.defjvp")
         if current_builder() is None:
             return self.fun(*args)
+        own = _own_results(self, args)
+        if own is not None:
+            return own
         leaves, in_tree, fun_graph, out_tree, fun_caps = self._primal(args)
         operands = (*leaves, *fun_caps)
         if self._inside_own_rule():
             return tree_unflatten(out_tree, replay(fun_graph, *operands))
-        with _recording_rule_of(self):
-            rule, _, rule_caps = trace_flat(self._rule_body(in_tree, len(leaves), out_tree),
-                                            (*leaves, *_examples(leaves)), name=f"jvp_{name}")
+        examples = (*leaves, *_examples(leaves), *_examples_of(fun_graph.outputs))
+        rule, _, rule_caps = trace_flat(self._rule_body(in_tree, len(leaves), out_tree),
+                                        examples, name=f"jvp_{name}")
         outs = bind(Op.CUSTOM_JVP_CALL, *operands, fun=SubGraph(fun_graph),
                     jvp=SubGraph(rule), num_args=len(leaves),
                     captured=_operand_positions(name, rule_caps, operands))
@@ -147,8 +170,9 @@ class custom_jvp(_Custom):  # noqa: N801 - JAX's name
 
         def body(*xs):
             primals = tree_unflatten(in_tree, xs[:n])
-            tangents = tree_unflatten(in_tree, xs[n:])
-            out, tangent = self.jvp(tuple(primals), tuple(tangents))
+            tangents = tree_unflatten(in_tree, xs[n:2 * n])
+            with _recording_rule_of(self, (in_tree, xs[:n], out_tree, xs[2 * n:])):
+                out, tangent = self.jvp(tuple(primals), tuple(tangents))
             out_leaves, got_tree = tree_flatten(out)
             if got_tree != out_tree:
                 raise DifferentiationError(f"the jvp rule of {name!r} returned a primal of "
@@ -178,29 +202,34 @@ class custom_vjp(_Custom):  # noqa: N801 - JAX's name
                                        f"with {name}.defvjp(fwd, bwd)")
         if current_builder() is None:
             return self.fun(*args)
+        own = _own_results(self, args)
+        if own is not None:
+            return own
         leaves, in_tree, fun_graph, out_tree, fun_caps = self._primal(args)
         operands = (*leaves, *fun_caps)
         if self._inside_own_rule():
             return tree_unflatten(out_tree, replay(fun_graph, *operands))
         res_tree: list = []
+        fwd, _, fwd_caps = trace_flat(self._fwd_body(in_tree, len(leaves), out_tree, res_tree),
+                                      (*leaves, *_examples_of(fun_graph.outputs)),
+                                      name=f"fwd_{name}")
+        examples = (_examples_of(fwd.outputs[len(fun_graph.outputs):])
+                    + _examples_of(fun_graph.outputs))
         with _recording_rule_of(self):
-            fwd, _, fwd_caps = trace_flat(self._fwd_body(in_tree, out_tree, res_tree),
-                                          tuple(leaves), name=f"fwd_{name}")
-            examples = (_examples_of(fwd.outputs[len(fun_graph.outputs):])
-                        + _examples_of(fun_graph.outputs))
             bwd, _, bwd_caps = trace_flat(self._bwd_body(args, res_tree, out_tree),
                                           tuple(examples), name=f"bwd_{name}")
         outs = bind(Op.CUSTOM_VJP_CALL, *operands, fun=SubGraph(fun_graph), fwd=SubGraph(fwd),
                     bwd=SubGraph(bwd), num_args=len(leaves),
                     fwd_captured=_operand_positions(name, fwd_caps, operands),
-                    bwd_captured=_operand_positions(name, bwd_caps, operands))
+                    bwd_captured=_operand_positions(name, bwd_caps, operands), derived=False)
         return tree_unflatten(out_tree, list(outs))
 
-    def _fwd_body(self, in_tree, out_tree, res_tree: list):
+    def _fwd_body(self, in_tree, n: int, out_tree, res_tree: list):
         name = _name(self.fun)
 
         def body(*xs):
-            out, residuals = self.fwd(*tree_unflatten(in_tree, xs))
+            with _recording_rule_of(self, (in_tree, xs[:n], out_tree, xs[n:])):
+                out, residuals = self.fwd(*tree_unflatten(in_tree, xs[:n]))
             out_leaves, got_tree = tree_flatten(out)
             if got_tree != out_tree:
                 raise DifferentiationError(f"fwd of {name!r} returned an output of structure "
@@ -267,19 +296,24 @@ def _refuse_closure(name: str, tangents, num_args: int) -> None:
 
 
 def _jvp_call_jvp(operands, tangents, *, fun, jvp, num_args, captured):
-    """The user's rule, replayed on the primals and (zero-filled) tangents."""
+    """The user's rule, replayed on the primals, the (zero-filled) tangents
+    and the call's results. The primal results are the call itself, bound
+    again with its rule, so the rule holds for them at every order (the
+    rule's own primal results are the same values, and go unused)."""
     _refuse_closure(fun.graph.name, tangents, num_args)
     args = operands[:num_args]
-    outs = replay(jvp.graph, *args, *all_or_zeros(args, tangents[:num_args]),
-                  *(operands[i] for i in captured))
-    k = len(fun.graph.outputs)
-    return tuple(outs[:k]), tuple(outs[k:])
+    outs = tuple(bind(Op.CUSTOM_JVP_CALL, *operands, fun=fun, jvp=jvp, num_args=num_args,
+                      captured=captured))
+    found = replay(jvp.graph, *args, *all_or_zeros(args, tangents[:num_args]), *outs,
+                   *(operands[i] for i in captured))
+    return outs, tuple(found[len(outs):])
 
 
 def _jvp_call_batch(args, bdims, *, fun, jvp, num_args, captured):
     size = batch_size(args, bdims)
     arg_dims = tuple(bdims[:num_args])
-    rule_dims = arg_dims + arg_dims + tuple(bdims[i] for i in captured)
+    results = (0,) * len(fun.graph.outputs)  # a batched call's results are batched at 0
+    rule_dims = arg_dims + arg_dims + results + tuple(bdims[i] for i in captured)
     outs = bind(Op.CUSTOM_JVP_CALL, *args,
                 fun=SubGraph(batched_subgraph(fun.graph, tuple(bdims), size)),
                 jvp=SubGraph(batched_subgraph(jvp.graph, rule_dims, size)),
@@ -288,26 +322,35 @@ def _jvp_call_batch(args, bdims, *, fun, jvp, num_args, captured):
 
 
 def _vjp_call_jvp(operands, tangents, *, fun, fwd, bwd, num_args, fwd_captured,
-                  bwd_captured):
-    """fwd now; the tangents are one custom_lin node that transposes to bwd."""
+                  bwd_captured, derived):
+    """fwd now, given the call's results, which stay one custom call (as in
+    ``_jvp_call_jvp``), marked ``derived``: the value inside a derivative
+    graph. The tangents are one custom_lin node that transposes to bwd; for
+    a derived call it also has a forward meaning (``_forward_map``)."""
     _refuse_closure(fun.graph.name, tangents, num_args)
     args = operands[:num_args]
-    outs = replay(fwd.graph, *args, *(operands[i] for i in fwd_captured))
-    k = len(fun.graph.outputs)
-    residuals = outs[k:]
+    outs = tuple(bind(Op.CUSTOM_VJP_CALL, *operands, fun=fun, fwd=fwd, bwd=bwd,
+                      num_args=num_args, fwd_captured=fwd_captured, bwd_captured=bwd_captured,
+                      derived=True))
+    k = len(outs)
+    residuals = replay(fwd.graph, *args, *outs, *(operands[i] for i in fwd_captured))[k:]
     out_avals = tuple(x.aval.strong() for x in fun.graph.outputs)
+    forward = _forward_map(fun, num_args) if derived else None
     tangent = bind(Op.CUSTOM_LIN, *residuals, *(operands[i] for i in bwd_captured),
-                   *all_or_zeros(args, tangents[:num_args]), bwd=bwd, name=fun.graph.name,
-                   out_avals=out_avals, num_res=len(residuals), num_args=num_args)
-    return tuple(outs[:k]), tangent
+                   *(operands if derived else ()), *all_or_zeros(args, tangents[:num_args]),
+                   bwd=bwd, forward=forward, name=fun.graph.name, out_avals=out_avals,
+                   num_res=len(residuals), num_args=num_args)
+    return outs, tangent
 
 
-def _vjp_call_batch(args, bdims, *, fun, fwd, bwd, num_args, fwd_captured, bwd_captured):
+def _vjp_call_batch(args, bdims, *, fun, fwd, bwd, num_args, fwd_captured, bwd_captured,
+                    derived):
     """Batched fwd and bwd; bwd's cotangents for unbatched arguments are
     summed over the batch."""
     size = batch_size(args, bdims)
     arg_dims = tuple(bdims[:num_args])
-    fwd_dims = arg_dims + tuple(bdims[i] for i in fwd_captured)
+    results = (0,) * len(fun.graph.outputs)  # a batched call's results are batched at 0
+    fwd_dims = arg_dims + results + tuple(bdims[i] for i in fwd_captured)
     n_res_ct = len(fwd.graph.outputs)  # residuals and output cotangents, all batched
     bwd_dims = (0,) * n_res_ct + tuple(bdims[i] for i in bwd_captured)
     bwd_b = summed_for(batched_subgraph(bwd.graph, bwd_dims, size), arg_dims)
@@ -315,11 +358,12 @@ def _vjp_call_batch(args, bdims, *, fun, fwd, bwd, num_args, fwd_captured, bwd_c
                 fun=SubGraph(batched_subgraph(fun.graph, tuple(bdims), size)),
                 fwd=SubGraph(batched_subgraph(fwd.graph, fwd_dims, size)),
                 bwd=SubGraph(bwd_b), num_args=num_args, fwd_captured=fwd_captured,
-                bwd_captured=bwd_captured)
+                bwd_captured=bwd_captured, derived=derived)
     return outs, (0,) * len(outs)
 
 
-def _vjp_call_transpose(cts, *operands, fun, fwd, bwd, num_args, fwd_captured, bwd_captured):
+def _vjp_call_transpose(cts, *operands, fun, fwd, bwd, num_args, fwd_captured, bwd_captured,
+                        derived):
     """A custom_vjp function applied to tangents (inside a custom_jvp rule:
     an implicit solve's tangent is a solve) is linear in them, so its
     transpose is its own bwd, with the residuals fwd gives at zero for them."""
@@ -328,7 +372,8 @@ def _vjp_call_transpose(cts, *operands, fun, fwd, bwd, num_args, fwd_captured, b
         raise DifferentiationError(f"custom_vjp function {name!r} closes over a tangent; pass "
                                    "it as an argument to transpose the call")
     args = [zeros(x.aval.strong()) if isinstance(x, Lin) else x for x in operands[:num_args]]
-    outs = replay(fwd.graph, *args, *(operands[i] for i in fwd_captured))
+    results = replay(fun.graph, *args, *operands[num_args:])
+    outs = replay(fwd.graph, *args, *results, *(operands[i] for i in fwd_captured))
     k = len(fun.graph.outputs)
     given = [zeros(o.aval.strong()) if c is None else c for c, o in zip(cts, fun.graph.outputs)]
     arg_cts = replay(bwd.graph, *outs[k:], *given, *(operands[i] for i in bwd_captured))
@@ -344,48 +389,105 @@ register(RegionRules(Op.CUSTOM_VJP_CALL, shape=_call_shape, eval=_call_eval,
 
 
 # --- custom_lin: the linear map of a custom_vjp rule --------------------------------------
+#
+# Operands: the residuals (``num_res``), the values bwd closes over, then, where
+# the map has a forward meaning (``forward``, below), the call's operands, and
+# last one tangent per argument (``num_args``).
 
 def _lin_shape(*args: Aval, out_avals, **_) -> tuple[Aval, ...]:
     return tuple(out_avals)
 
 
-def _forward_use(*_, name, **__):
-    raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=name))
+def _lin_parts(operands, num_res: int, num_args: int, forward) -> tuple:
+    """(residuals, captures, the call's operands, tangents)."""
+    n_fun = len(forward.graph.inputs) - num_args if forward is not None else 0
+    n_caps = len(operands) - num_res - n_fun - num_args
+    return (operands[:num_res], operands[num_res:num_res + n_caps],
+            operands[num_res + n_caps:len(operands) - num_args],
+            operands[len(operands) - num_args:])
+
+
+def _refuse_forward(name: str, where: str | None = None):
+    message = CUSTOM_LIN_FORWARD.format(name=name)
+    raise DifferentiationError(message if where is None else f"{message} (at {where or '?'})")
+
+
+def _lin_eval(*operands, forward, name, num_res, num_args, **_):
+    if forward is None:
+        _refuse_forward(name)
+    _, _, fun_operands, tangents = _lin_parts(operands, num_res, num_args, forward)
+    return run_graph(forward.graph, [*fun_operands, *tangents])
 
 
 def _lin_lower(node, operands):
-    message = CUSTOM_LIN_FORWARD.format(name=node.attrs["name"])
-    raise DifferentiationError(f"{message} (at {node.where or '?'})")
+    forward, num_res, num_args = (node.attrs[k] for k in ("forward", "num_res", "num_args"))
+    if forward is None:
+        _refuse_forward(node.attrs["name"], node.where)
+    _, _, fun_operands, tangents = _lin_parts(operands, num_res, num_args, forward)
+    return tuple(replay(prepare_for_execution(forward.graph), *fun_operands, *tangents))
 
 
-def _lin_jvp(operands, tangents, *, name, **_):
-    raise DifferentiationError(CUSTOM_LIN_FORWARD.format(name=name))
+def _lin_jvp(operands, tangents, *, forward, name, num_res, num_args, **attrs):
+    """Forward mode over the forward map (its tangents in the call's operands
+    and in the tangents it maps); the map itself stays one node."""
+    if forward is None:
+        _refuse_forward(name)
+    outs = bind(Op.CUSTOM_LIN, *operands, forward=forward, name=name, num_res=num_res,
+                num_args=num_args, **attrs)
+    n = len(forward.graph.inputs)
+    graph = forward.graph
+    which = tangent_inputs(graph, None)
+    given = [t if t is not None else zeros(x.aval.strong())
+             for t, x in zip(tangents[len(operands) - n:], graph.inputs)]
+    found = replay(jvp_graph(graph), *operands[len(operands) - n:], *(given[i] for i in which))
+    return tuple(outs), tuple(found[len(graph.outputs):])
 
 
-def _lin_transpose(cts, *operands, bwd, name, out_avals, num_res, num_args):
+def _lin_transpose(cts, *operands, bwd, forward, name, out_avals, num_res, num_args):
     """bwd, with the results' cotangents (zeros where none arrived)."""
-    n_caps = len(operands) - num_res - num_args
-    residuals = operands[:num_res]
-    caps = operands[num_res:num_res + n_caps]
+    residuals, caps, fun_operands, _ = _lin_parts(operands, num_res, num_args, forward)
     given = [zeros(a) if c is None else c for c, a in zip(cts, out_avals)]
     arg_cts = replay(bwd.graph, *residuals, *given, *caps)
-    return (None,) * (num_res + n_caps) + tuple(arg_cts)
+    return (None,) * (num_res + len(caps) + len(fun_operands)) + tuple(arg_cts)
 
 
-def _lin_batch(args, bdims, *, bwd, name, out_avals, num_res, num_args):
+def _lin_batch(args, bdims, *, bwd, forward, name, out_avals, num_res, num_args):
     size = batch_size(args, bdims)
     args = [batched(x, d, size) if i < num_res else x
             for i, (x, d) in enumerate(zip(args, bdims))]
-    n_caps = len(args) - num_res - num_args
+    _, caps, fun_operands, _ = _lin_parts(args, num_res, num_args, forward)
+    n_caps, n_fun = len(caps), len(fun_operands)
     bwd_dims = (0,) * (num_res + len(out_avals)) + tuple(bdims[num_res:num_res + n_caps])
-    tangent_dims = tuple(bdims[num_res + n_caps:])
+    tangent_dims = tuple(bdims[len(args) - num_args:])
     bwd_b = summed_for(batched_subgraph(bwd.graph, bwd_dims, size), tangent_dims)
+    if forward is not None:
+        forward_dims = tuple(bdims[num_res + n_caps:num_res + n_caps + n_fun]) + tangent_dims
+        forward = SubGraph(batched_subgraph(forward.graph, forward_dims, size))
     avals = tuple(Aval((size, *a.shape), a.dtype) for a in out_avals)
-    outs = bind(Op.CUSTOM_LIN, *args, bwd=SubGraph(bwd_b), name=name, out_avals=avals,
-                num_res=num_res, num_args=num_args)
+    outs = bind(Op.CUSTOM_LIN, *args, bwd=SubGraph(bwd_b), forward=forward, name=name,
+                out_avals=avals, num_res=num_res, num_args=num_args)
     return outs, (0,) * len(outs)
 
 
-register(RegionRules(Op.CUSTOM_LIN, shape=_lin_shape, eval=_forward_use, jvp=_lin_jvp,
-                     transpose=_lin_transpose, batch=_lin_batch, lower=_lin_lower))
+@functools.lru_cache(maxsize=256)
+def _forward_map(fun: SubGraph, num_args: int) -> SubGraph:
+    """(the call's operands, one tangent per argument) -> the results'
+    tangents, by differentiating the primal body: the forward meaning of a
+    custom_vjp call's value inside a derivative graph (a custom_vjp rule has
+    none of its own), so forward over reverse (``hessian``) differentiates
+    that value as the primal body, while reverse over reverse keeps bwd."""
+    graph = fun.graph
+    diff = [True] * num_args + [False] * (len(graph.inputs) - num_args)
+    which = tangent_inputs(graph, diff)
+    jvp = jvp_graph(graph, diff)
+    n = len(graph.inputs)
 
+    def body(*xs):
+        tangents = xs[n:]
+        return replay(jvp, *xs[:n], *(tangents[i] for i in which))[len(graph.outputs):]
+    avals = [x.aval for x in graph.inputs] + [x.aval for x in graph.inputs[:num_args]]
+    return SubGraph(retrace(avals, body, name=f"forward_{graph.name}"))
+
+
+register(RegionRules(Op.CUSTOM_LIN, shape=_lin_shape, eval=_lin_eval, jvp=_lin_jvp,
+                     transpose=_lin_transpose, batch=_lin_batch, lower=_lin_lower))

@@ -87,8 +87,11 @@ def _prod(t, x, *, out, axes):
 
 
 def _pow_base(t, x, y, *, out):
-    factor = F.where(F.equal(y, 0), scalar(0, y), y * F.power(x, y - 1.0))
-    return t * factor
+    """``t * y * x**(y-1)``, 0 where ``x == y == 0`` (not ``0 * inf``). Only
+    that corner is masked: masking all of ``y == 0`` would also zero the
+    derivative of this factor in ``y`` there, ``1/x`` (JAX issue 12033)."""
+    corner = F.logical_and(F.equal(y, 0), F.equal(x, 0))
+    return t * (y * F.where(corner, scalar(0, x), F.power(x, y - 1.0)))
 
 
 def _pow_exponent(t, x, y, *, out):

@@ -15,7 +15,7 @@ and every rank combines them in the same tree.
 """
 
 from ._blocks import block_bounds, pairwise
-from ._cluster import NoWorkerError, quiet_workers
+from ._cluster import ClusterError, NoWorkerError, quiet_workers
 from ._collective import (
     CollectiveError,
     CollectiveValueAndGrad,
@@ -31,7 +31,7 @@ from ._collective import (
 )
 from ._value_and_grad import DistributedValueAndGrad, reference_value_and_grad, value_and_grad
 
-__all__ = ["CollectiveError", "CollectiveValueAndGrad", "Communicator",
+__all__ = ["ClusterError", "CollectiveError", "CollectiveValueAndGrad", "Communicator",
            "DistributedValueAndGrad", "HostCommunicator", "NcclCommunicator", "NoWorkerError",
            "block_bounds", "collective_value_and_grad", "host_world", "nccl_unique_id",
            "pairwise", "quiet_workers", "rank_blocks", "rank_rows", "reference_value_and_grad",

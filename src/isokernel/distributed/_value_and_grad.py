@@ -65,6 +65,7 @@ def value_and_grad(fun, *, client, shard_argnums=(1,), argnums=0, reduction="mea
     shard_argnums = tuple(shard_argnums)
     _blocks.check_options(reduction, block_rows, argnums, shard_argnums)
     _blocks.check_jit_options(jit_options)
+    _cluster.check_options(client, n_workers, worker_timeout)
     spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
     return DistributedValueAndGrad(spec, client, shard_argnums, reduction, block_rows,
                                    progress, n_workers, worker_timeout)
@@ -80,6 +81,7 @@ class DistributedValueAndGrad:
                  n_workers, worker_timeout):
         import cloudpickle
         self.client, self._owned = _cluster.open_client(client, n_workers)
+        self._address = _cluster.address(self.client)
         self.shard_argnums, self.reduction, self.block_rows = shard_argnums, reduction, block_rows
         self.progress, self.worker_timeout = progress, worker_timeout
         self._token, self._payload = uuid.uuid4().hex, cloudpickle.dumps(spec)
@@ -91,12 +93,22 @@ class DistributedValueAndGrad:
 
     def __call__(self, params, *batch):
         if self.client is None:
-            raise RuntimeError(CLOSED)
+            raise _cluster.ClusterError(CLOSED)
         args = (params, *batch)
         rows = _blocks.row_count(args, self.shard_argnums)
         sent_before = self.blocks_sent
-        self._load(args)
-        partials = self._compute(args)
+        try:
+            if self.client.status != "running":  # closed, or reconnecting to its scheduler
+                self._wait_for_worker(len(self._blocks))
+            self._load(args)
+            partials = self._compute(args)
+        except _cluster.ClusterError:
+            raise
+        except Exception as err:
+            if _cluster.is_closed(self.client):  # it gave up reconnecting during the call
+                raise _cluster.ClusterError(
+                    _cluster.CLIENT_CLOSED.format(address=self._address)) from err
+            raise
         self.calls += 1
         if self.progress:
             self._announce(rows, self.blocks_sent - sent_before)
@@ -158,8 +170,8 @@ class DistributedValueAndGrad:
                 self._futures[i] = future
 
     def _wait_for_worker(self, pending: int) -> list[str]:
-        return _cluster.wait_for_worker(self.client, self.worker_timeout, pending,
-                                        len(self._blocks))
+        return _cluster.wait_for_worker(self.client, self._address, self.worker_timeout,
+                                        pending, len(self._blocks))
 
     # --------------------------------------------------------------- compute
 
@@ -178,7 +190,8 @@ class DistributedValueAndGrad:
                 tasks.update(self._submit(lost, shared))
             elif tasks:
                 self._wait_for_worker(len(tasks))
-        self.last_workers = _cluster.workers(self.client)
+        self.last_workers = _cluster.workers(
+            self.client, max(self.worker_timeout, _cluster.IDENTITY_TIMEOUT)) or []
         return results
 
     def _submit(self, indices, shared) -> dict:
@@ -199,8 +212,8 @@ class DistributedValueAndGrad:
     def _collect(self, tasks: dict, results: list) -> list:
         """Move finished blocks into ``results``; the indices of lost ones."""
         done = [i for i, task in tasks.items() if task.status == "finished"]
-        try:
-            values = self.client.gather([tasks[i] for i in done])
+        try:  # no gather for nothing: it is a round trip, and it blocks without a scheduler
+            values = self.client.gather([tasks[i] for i in done]) if done else []
         except (OSError, CancelledError):  # lost after finishing: the statuses say so next
             return []
         for i, value in zip(done, values):

@@ -8,12 +8,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import Aval, Graph, Op, ShapeError
+from ..ir import Aval, Graph, Op, ShapeError, dtypes
 from ..ir.pytree import tree_flatten
 from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
+from ..record import frontend as F
 from ..record.tracer import aval_of_example
 from ..transforms.graphs import retrace
 from ..transforms.vmap import batched, vmap_graph
+
+WEAK_DEFAULTS = frozenset({dtypes.bool_, dtypes.int64, dtypes.float64})
+"""The dtypes of Python scalars (the weakly typed leaves ``settled`` promotes)."""
 
 
 def strong_aval(x) -> Aval:
@@ -31,6 +35,45 @@ def as_values(leaves) -> list:
     arrays of their default dtype, tracers and arrays as they are."""
     return [x if isinstance(x, (Tracer, np.ndarray)) else
             np.asarray(x, dtype=strong_aval(x).dtype) for x in leaves]
+
+
+def carry_avals(leaves, trace) -> list[Aval]:
+    """The avals of a loop's initial carry: each leaf's own, except that a
+    Python scalar (weakly typed) takes the dtype the body returns for it
+    when the scalar would promote to that dtype, as JAX's loops do: ``0``
+    summing int32 values is an int32 carry, ``0.0`` accumulating float32 a
+    float32 one. ``trace(examples)`` records the body (``trace_body``)."""
+    want = [strong_aval(x) for x in leaves]
+    if not any(_is_weak(x) for x in leaves):
+        return want
+    graph, _, _, weak = trace([x if _is_weak(x) else ShapeDtype(w.shape, w.dtype)
+                               for x, w in zip(leaves, want)])
+    return [settled(w, out.aval, k) if _is_weak(x) else w
+            for x, w, out, k in zip(leaves, want, graph.outputs, weak)]
+
+
+def settled(want: Aval, got: Aval, got_weak: bool) -> Aval:
+    """The aval of a weak initial leaf given what the body returns for it."""
+    if got_weak or got.shape != want.shape or got.dtype == want.dtype:
+        return want
+    if want.dtype not in WEAK_DEFAULTS or dtypes.promote_weak(got.dtype, [want.dtype]) != got.dtype:
+        return want
+    return Aval(want.shape, got.dtype)
+
+
+def settle_eager(init_leaves, want: list[Aval], leaves) -> list[Aval]:
+    """``carry_avals`` for a loop run eagerly, from the leaves of its first
+    step."""
+    return [settled(w, aval_of_example(x).strong(), _is_weak(x)) if _is_weak(i) else w
+            for i, w, x in zip(init_leaves, want, leaves)]
+
+
+def carry_values(leaves, avals: Sequence[Aval]) -> list:
+    """``as_values`` in the carry's dtypes (a Python scalar as ``carry_avals``
+    settled it)."""
+    return [F.astype(x, a.dtype) if isinstance(x, Tracer) and x.dtype != a.dtype else
+            x if isinstance(x, (Tracer, np.ndarray)) else np.asarray(x, dtype=a.dtype)
+            for x, a in zip(leaves, avals)]
 
 
 def trace_body(fn, args: Sequence, name: str):

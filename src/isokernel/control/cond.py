@@ -59,22 +59,25 @@ def switch(index, branches, *operands):
 
 def cond(pred, true_fun, false_fun, *operands):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``;
-    ``pred`` a scalar (under ``vmap``, one per element)."""
+    ``pred`` a scalar (under ``vmap``, one per element), a number true when
+    it is non-zero (``pred != 0``, as JAX: NaN is true)."""
     if not isinstance(pred, Tracer):
         value = np.asarray(pred)
-        _check_index(Aval(value.shape, value.dtype), user_where(), "cond")
+        _check_index(Aval(value.shape, value.dtype), user_where(), "cond", numbers=True)
         return (true_fun if bool(value) else false_fun)(*operands)
-    _check_index(pred.aval, user_where(), "cond")
+    _check_index(pred.aval, user_where(), "cond", numbers=True)
     truth = pred if pred.dtype == dtypes.bool_ else F.not_equal(pred, 0)
     return switch(F.astype(truth, np.int32), [false_fun, true_fun], *operands)
 
 
-def _check_index(aval: Aval, where: str, name: str) -> None:
+def _check_index(aval: Aval, where: str, name: str, numbers: bool = False) -> None:
+    """A scalar integer or bool (``numbers``: a float too, for a predicate)."""
     if aval.shape != ():
         raise ShapeError(f"{name} at {where}: the predicate has shape {aval.shape}; outside "
                          f"vmap it must be a scalar. Reduce it (inp.any, inp.all) or map the "
                          f"function over the elements with isokernel.vmap")
-    if aval.dtype not in dtypes.INTS and aval.dtype != dtypes.bool_:
+    allowed = dtypes.INTS | {dtypes.bool_} | (dtypes.FLOATS if numbers else frozenset())
+    if aval.dtype not in allowed:
         raise DTypeError(f"{name} at {where}: the index is {aval}; give an integer or bool "
                          f"scalar")
 

@@ -41,11 +41,13 @@ from .common import (
     as_values,
     batch_body,
     batch_operands,
+    carry_avals,
     carry_dims,
+    carry_values,
     cast_weak,
     check_same,
     eager_avals,
-    examples,
+    settle_eager,
     strong_aval,
     trace_body,
     with_inputs,
@@ -71,14 +73,17 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
     n = len(carry_leaves)
     trees: list = []
     x_examples = [ShapeDtype(x.shape[1:], x.dtype) for x in x_leaves]
-    body, _, caps, weak = trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
-                               examples(carry_leaves) + x_examples, getattr(f, "__name__", "f"))
-    want = [strong_aval(x) for x in carry_leaves]
+
+    def step(carry_examples):
+        return trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
+                          list(carry_examples) + x_examples, getattr(f, "__name__", "f"))
+    want = carry_avals(carry_leaves, step)
+    body, _, caps, weak = step([ShapeDtype(a.shape, a.dtype) for a in want])
     body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]], weak)
     check_same(where, "the body of scan", CARRY_CHANGED,
                [x.aval.strong() for x in body.outputs[:n]], want, trees[0], carry_tree)
     body = with_inputs(body, n + len(x_leaves), caps, caps)
-    outs = bind(Op.SCAN, *as_values(carry_leaves), *as_values(x_leaves), *caps,
+    outs = bind(Op.SCAN, *carry_values(carry_leaves, want), *as_values(x_leaves), *caps,
                 body=SubGraph(body), n_carry=n, n_xs=len(x_leaves), length=steps,
                 reverse=bool(reverse), jvp_of=None)
     return tree_unflatten(carry_tree, list(outs[:n])), tree_unflatten(trees[1], list(outs[n:]))
@@ -114,8 +119,8 @@ def _flat_step(f, carry_tree, x_tree, n: int, trees: list, where: str):
 def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool, where: str):
     """Outside a recording: the NumPy meaning, with the same checks."""
     carry, ys = init, []
-    want_leaves, tree = tree_flatten(init)
-    want = [strong_aval(x) for x in want_leaves]
+    init, tree = tree_flatten(init)
+    want = [strong_aval(x) for x in init]
     order = range(steps - 1, -1, -1) if reverse else range(steps)
     for t in order:
         result = f(carry, tree_unflatten(x_tree, [np.asarray(x)[t] for x in x_leaves]))
@@ -123,6 +128,8 @@ def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool, where: str)
             raise ShapeError(f"scan at {where}: {NOT_A_PAIR}")
         carry, y = result
         leaves, got_tree = tree_flatten(carry)
+        if init is not None and got_tree == tree:  # the first step settles weak leaves
+            want, init = settle_eager(init, want, leaves), None
         check_same(where, "the body of scan", CARRY_CHANGED, eager_avals(leaves, want), want,
                    got_tree, tree)
         ys.append(y)

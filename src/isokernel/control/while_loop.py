@@ -36,7 +36,7 @@ from ..ir import Aval, DifferentiationError, Op, ShapeError, SubGraph, dtypes
 from ..ir.eval import run_graph
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
-from ..record import bind, current_builder, replay
+from ..record import ShapeDtype, bind, current_builder, replay
 from ..record import frontend as F
 from ..transforms.graphs import is_float, retrace, zeros
 from ..transforms.jvp import jvp_graph
@@ -44,14 +44,15 @@ from ..transforms.linearize import Split, vjp_graph
 from ..transforms.regions import RegionRules, register
 from ..transforms.vmap import batch_size, batched, batched_subgraph, vmap_graph
 from .common import (
-    as_values,
     batch_body,
     batch_operands,
+    carry_avals,
     carry_dims,
+    carry_values,
     cast_weak,
     check_same,
     eager_avals,
-    examples,
+    settle_eager,
     strong_aval,
     trace_body,
     union,
@@ -78,17 +79,20 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = N
     if current_builder() is None:
         return _eager(cond_fun, body_fun, init_val, where)
     n = len(leaves)
+
+    def body(examples):
+        return trace_body(lambda *xs: body_fun(tree_unflatten(tree, xs)), examples, "body")
+    want = carry_avals(leaves, body)
+    shaped = [ShapeDtype(a.shape, a.dtype) for a in want]
     cond_g, _, cond_caps, _ = trace_body(lambda *xs: _truth(cond_fun(tree_unflatten(tree, xs)),
-                                                         where), examples(leaves), "cond")
+                                                         where), shaped, "cond")
     _check_predicate(cond_g.outputs[0].aval, where)
-    body_g, body_tree, body_caps, weak = trace_body(
-        lambda *xs: body_fun(tree_unflatten(tree, xs)), examples(leaves), "body")
-    want = [strong_aval(x) for x in leaves]
+    body_g, body_tree, body_caps, weak = body(shaped)
     body_g = cast_weak(body_g, want, weak)
     check_same(where, "the body of while_loop", CARRY_CHANGED,
                [x.aval.strong() for x in body_g.outputs], want, body_tree, tree)
     caps = union(cond_caps, body_caps)
-    outs = bind(Op.WHILE, *as_values(leaves), *caps,
+    outs = bind(Op.WHILE, *carry_values(leaves, want), *caps,
                 cond=SubGraph(with_inputs(cond_g, n, cond_caps, caps)),
                 body=SubGraph(with_inputs(body_g, n, body_caps, caps)), n_carry=n,
                 checkpoint_every=checkpoint_every or 0, jvp_of=None)
@@ -114,7 +118,7 @@ def _eager(cond_fun, body_fun, init_val, where: str):
     """Outside a recording: the NumPy meaning, with the same checks."""
     val = init_val
     leaves, tree = tree_flatten(init_val)
-    want = [strong_aval(x) for x in leaves]
+    init, want = leaves, [strong_aval(x) for x in leaves]
     while True:
         pred = np.asarray(cond_fun(val))
         _check_predicate(Aval(pred.shape, pred.dtype), where)
@@ -122,6 +126,8 @@ def _eager(cond_fun, body_fun, init_val, where: str):
             return val
         val = body_fun(val)
         leaves, got_tree = tree_flatten(val)
+        if init is not None and got_tree == tree:  # the first step settles weak leaves
+            want, init = settle_eager(init, want, leaves), None
         check_same(where, "the body of while_loop", CARRY_CHANGED, eager_avals(leaves, want),
                    want, got_tree, tree)
 
@@ -258,7 +264,7 @@ def _batch(args, bdims, *, cond, body, n_carry, checkpoint_every, jvp_of):
     dims = _loop_dims(cond.graph, body.graph, n_carry, bdims, size)
     out = [d is not None for d in dims[:n_carry]]
     outs = bind(Op.WHILE, *batch_operands(args, dims, bdims, size),
-                cond=SubGraph(_batched_test(cond.graph, dims, size)),
+                cond=SubGraph(_batched_test(cond.graph, dims, size, n_carry)),
                 body=SubGraph(batch_body(body.graph, dims, size, out)), n_carry=n_carry,
                 checkpoint_every=checkpoint_every,
                 jvp_of=None if jvp_of is None else _batched_jvp_of(jvp_of, dims, size))
@@ -267,11 +273,18 @@ def _batch(args, bdims, *, cond, body, n_carry, checkpoint_every, jvp_of):
 
 def _loop_dims(cond, body, n_carry: int, bdims, size: int) -> tuple:
     """The loop's batch dims: the carries' fixed point, and every carry
-    batched when the predicate is (one per lane)."""
+    batched when the predicate is (one per lane), or when it has lanes
+    already (an inner ``vmap``'s) and the batch reaches a carry: the lanes
+    lead every carry, so the new batch axis leads them all."""
     dims = carry_dims(body, n_carry, bdims, size)
-    if vmap_graph(cond, dims, size)[1][0] is None:
+    if vmap_graph(cond, dims, size)[1][0] is None and not _lanes_carried(cond, dims, n_carry):
         return dims
     return (0,) * n_carry + tuple(dims[n_carry:])
+
+
+def _lanes_carried(cond, dims, n_carry: int) -> bool:
+    """A predicate with lanes whose loop has a batched carry."""
+    return cond.outputs[0].aval.ndim > 0 and any(d is not None for d in dims[:n_carry])
 
 
 def _batched_jvp_of(jvp_of, dims, size: int):
@@ -279,7 +292,7 @@ def _batched_jvp_of(jvp_of, dims, size: int):
     m, c = len(tpos), len(body.graph.inputs) - n
     primal_dims = dims[:n] + dims[n + m:n + m + c]
     out = [d is not None for d in primal_dims[:n]]
-    return (SubGraph(_batched_test(cond.graph, primal_dims, size)),
+    return (SubGraph(_batched_test(cond.graph, primal_dims, size, n)),
             SubGraph(batch_body(body.graph, primal_dims, size, out)), n, tpos, cpos)
 
 
@@ -354,9 +367,10 @@ def _lin_batch(args, bdims, *, cond, body, cond_jvp, body_jvp, n_carry, tangent_
     dims = [0 if i < n or n + c <= i < n + c + m else d for i, d in enumerate(bdims)]
     primal = tuple(dims[:n + c])
     both = tuple(dims[:n] + dims[n + c:n + c + m] + dims[n:n + c] + dims[n + c + m:])
-    outs = bind(Op.WHILE_LIN, *args, cond=SubGraph(_batched_test(cond.graph, primal, size)),
+    outs = bind(Op.WHILE_LIN, *args,
+                cond=SubGraph(_batched_test(cond.graph, primal, size, n)),
                 body=SubGraph(batched_subgraph(body.graph, primal, size)),
-                cond_jvp=SubGraph(_batched_test(cond_jvp.graph, both, size)),
+                cond_jvp=SubGraph(_batched_test(cond_jvp.graph, both, size, n + m)),
                 body_jvp=SubGraph(batched_subgraph(body_jvp.graph, both, size)),
                 n_carry=n, tangent_carries=tangent_carries, tangent_caps=tangent_caps,
                 checkpoint_every=checkpoint_every)
@@ -495,7 +509,8 @@ def _vjp_batch(args, bdims, *, cond, body, body_vjp, n_carry, tangent_carries, t
             for i, (x, d) in enumerate(zip(args, bdims))]
     dims = tuple(0 if i < n or i >= k else d for i, d in enumerate(bdims))
     pulled = vmap_graph(body_vjp.graph, dims, size, all_batched=True)[0]
-    outs = bind(Op.WHILE_VJP, *args, cond=SubGraph(_batched_test(cond.graph, dims[:k], size)),
+    outs = bind(Op.WHILE_VJP, *args,
+                cond=SubGraph(_batched_test(cond.graph, dims[:k], size, n)),
                 body=SubGraph(batched_subgraph(body.graph, dims[:k], size)),
                 body_vjp=SubGraph(pulled),
                 n_carry=n, tangent_carries=tangent_carries, tangent_caps=tangent_caps,
@@ -511,6 +526,8 @@ register(RegionRules(Op.WHILE_VJP, shape=_vjp_shape, eval=_vjp_eval, jvp=_vjp_jv
                      batch=_vjp_batch, cost=_vjp_cost))
 
 
-def _batched_test(cond, dims, size: int):
-    """The predicate batched over ``dims`` (one per lane when the batch reaches it)."""
-    return vmap_graph(cond, dims, size)[0]
+def _batched_test(cond, dims, size: int, n_carry: int):
+    """The predicate batched over ``dims`` (one per lane when the batch
+    reaches it, and always when it has lanes already and the carries are
+    batched: the lanes lead the carries)."""
+    return batch_body(cond, dims, size, [_lanes_carried(cond, dims, n_carry)])

@@ -4,20 +4,48 @@
 from __future__ import annotations
 
 import argparse
+import decimal
 import signal
 import sys
 import threading
+import traceback
 
 from .ir import IsokernelError
-from .models.demo import run_demo
+from .models.demo import FIGURE, run_demo
 from .models.quickstart_mlp import quickstart_mlp
 from .models.run import ChunkError, parse_chunks, stage5_model
 from .models.run import run as run_model
 from .reports import devices_table, report_function
 
 
+class UsageError(Exception):
+    """A command line the parser refuses, as one line naming the command."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (the usage is one ``--help`` away);
+    the sub-commands' parsers are of this class too."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _whole(text: str) -> int:
+    """An integer option, also in float notation when that is a whole number:
+    ``1e6`` as the help writes it, ``1_000``; ``1.5e0`` is refused."""
+    try:
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or value != value.to_integral_value() \
+            or abs(value) >= 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; write e.g. 1000 "
+                                         f"or 1e3")
+    return int(value)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="isokernel",
         description="Write a numerical model once; run it on every strategy, with an audit "
                     "record of what ran where.")
@@ -52,14 +80,15 @@ def _demo_parser(sub) -> None:
                     "table against reference, Mpixel/s with ratios, accuracy against the "
                     "truth (ubRMSE) and the capsule report; write a figure when matplotlib "
                     "is installed.")
-    demo.add_argument("--pixels", type=int, default=1_000_000, help="pixels (default 1e6)")
+    demo.add_argument("--pixels", type=_whole, default=1_000_000, help="pixels (default 1e6)")
     demo.add_argument("--dtype", default="float64", choices=["float32", "float64"])
-    demo.add_argument("--repeats", type=int, default=2,
+    demo.add_argument("--repeats", type=_whole, default=2,
                       help="timed passes per strategy, interleaved; the best counts (default 2)")
-    demo.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
-    demo.add_argument("--chunks", type=int, default=16, help="chunks per pass (default 16)")
-    demo.add_argument("--figure", default="soil-moisture-demo.png", metavar="PNG",
-                      help="figure path (default soil-moisture-demo.png)")
+    demo.add_argument("--seed", type=_whole, default=0, help="scene seed (default 0)")
+    demo.add_argument("--chunks", type=_whole, default=16, help="chunks per pass (default 16)")
+    demo.add_argument("--figure", default=FIGURE, metavar="PNG",
+                      help=f"figure path (default {FIGURE}); a folder gets {FIGURE} inside "
+                           f"it, a name without a suffix gets .png")
     demo.add_argument("--no-figure", action="store_true", help="do not write the figure")
     demo.add_argument("--stage4", choices=["table", "closed-form"], default="table",
                       help="Stage 4 (and kappa) through the inverse and Mironov tables "
@@ -98,7 +127,7 @@ def _run_parser(sub) -> None:
     run.add_argument("--dask", metavar="ADDRESS",
                      help="run on a Dask cluster: a scheduler address, or 'local' for a "
                           "LocalCluster of worker processes (default: this process)")
-    run.add_argument("--workers", type=int, help="workers of --dask local (default: CPUs)")
+    run.add_argument("--workers", type=_whole, help="workers of --dask local (default: CPUs)")
     run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                      help="float precision of the inputs (default float64)")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
@@ -130,8 +159,8 @@ def _quickstart_parser(sub) -> None:
                             "refused with the reason and the fix, never replaced by another")
     quick.add_argument("--strategy", default="auto",
                        help="strategy for the step (default auto: the device's fastest)")
-    quick.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    quick.add_argument("--seed", type=int, default=0, help="data and initialization seed")
+    quick.add_argument("--steps", type=_whole, default=10, help="training steps (default 10)")
+    quick.add_argument("--seed", type=_whole, default=0, help="data and initialization seed")
     quick.add_argument("--show-backend", action="store_true",
                        help="print the compiled step's report (strategy, capsules that ran)")
 
@@ -143,22 +172,47 @@ def _terminated(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one command. Exit status: 0; 2 for input refused; 1 for any other
+    error; 130 when interrupted (Ctrl-C, SIGTERM). Every error is one line on
+    stderr, never a traceback, from parsing the arguments on (the installed
+    ``isokernel`` command also covers the import of isokernel before this)."""
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if on_main else None
+    command = _command(sys.argv[1:] if argv is None else argv)
     try:
-        _dispatch(args)
+        _dispatch(_parser().parse_args(argv))
+    except UsageError as err:
+        print(err, file=sys.stderr)
+        return 2
     except (IsokernelError, ValueError, TypeError, OSError, AttributeError, ImportError,
             ChunkError) as err:  # OSError: missing, existing or unwritable paths, clusters
-        print(f"isokernel {args.command}: {err}", file=sys.stderr)
+        print(f"{command}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"isokernel {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # a model's own error or a bug: still one line, saying where
+        print(f"{command}: {type(err).__name__}: {' '.join(str(err).split())} (raised at "
+              f"{_raised_at(err)})", file=sys.stderr)
+        return 1
     finally:
         if on_main:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _command(argv: list[str]) -> str:
+    """``isokernel run`` for ``run ...``: the name every message starts with."""
+    return " ".join(["isokernel", *(w for w in argv[:1] if not w.startswith("-"))])
+
+
+def _raised_at(err: Exception) -> str:
+    """``file:line`` of the error: the line a SyntaxError names, else the
+    innermost frame (a model's line, or isokernel's for a bug to report)."""
+    if isinstance(err, SyntaxError):
+        return f"{err.filename}:{err.lineno}"
+    frames = traceback.extract_tb(err.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "unknown"
 
 
 def _dispatch(args) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from .soil_moisture.scene import Grid
 from .soil_moisture.stage5 import ITERATIONS, XTOL
 
 OUTPUTS = ("mv", "eps_re", "vwc")
+FIGURE = "soil-moisture-demo.png"  # the figure's default path
 DENSE_VWC = 5.0  # kg/m²: SMAP's recommended-quality limit
 
 
@@ -175,7 +177,7 @@ def _table(cands, unavailable, pixels, bytes_per_pixel, bandwidth, echo) -> None
 
 
 def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: int = 0,
-             chunks: int = 16, figure: str | None = "soil-moisture-demo.png",
+             chunks: int = 16, figure: str | None = FIGURE,
              echo=print, save_scene: str | None = None, stage5: bool = False,
              stage4: str = "table") -> dict:
     """Run the demo; returns the figures it printed (for tests and notes).
@@ -226,7 +228,7 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     compiled.measure(*first)
     echo(f"inputs: {', '.join(names)}; chunks of {parts[0].stop:,} pixels")
     echo(str(compiled.report()))
-    written = _maybe_figure(figure, scene, ref.out["mv"], grid, rows, echo)
+    written = report_figure(figure, scene, ref.out["mv"], grid, rows, echo)
     echo(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return {"mpixel_s": {c.name: pixels / c.best / 1e6 for c in cands},
             "parity": {c.name: _parity(c.out, ref.out) for c in cands},
@@ -300,13 +302,24 @@ def _print_accuracy(rows, echo) -> None:
         echo(f"  {label:<22}{n:>10,}{bias:>+10.4f}{rmse:>10.4f}{ub:>10.4f}")
 
 
-def _maybe_figure(path, scene, mv, grid, rows, echo) -> str | None:
+def figure_file(path: str) -> str:
+    """The file a figure asked for at ``path`` goes to: ``path`` itself;
+    ``FIGURE`` inside it when it is a folder; with ``.png`` added when it has
+    no suffix (matplotlib adds it, and the file is then not ``path``)."""
+    if os.path.isdir(path):
+        return os.path.join(path, FIGURE)
+    return path if os.path.splitext(path)[1] else path + ".png"
+
+
+def report_figure(path, scene, mv, grid, rows, echo) -> str | None:
+    """Write the figure when matplotlib is installed and echo the path written."""
     if path is None:
         return None
     if importlib.util.find_spec("matplotlib") is None:
         echo("figure: skipped (matplotlib is not installed; pip install 'isokernel[plot]')")
         return None
     from .demo_figure import soil_moisture_figure
-    soil_moisture_figure(path, scene, mv, grid, rows)
-    echo(f"figure: {path}")
-    return path
+    written = figure_file(path)
+    soil_moisture_figure(written, scene, mv, grid, rows)
+    echo(f"figure: {written}")
+    return written

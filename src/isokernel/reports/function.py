@@ -34,9 +34,15 @@ def load_function(target: str):
         raise ValueError(f"bad target {target!r}; write MODULE:FUNCTION, e.g. model.py:forward")
     module_name, _, attr = target.rpartition(":")
     if module_name.endswith(".py") or os.sep in module_name:
-        spec = importlib.util.spec_from_file_location("isokernel_user_model", module_name)
-        if spec is None or not os.path.exists(module_name):
+        if not os.path.exists(module_name):
             raise FileNotFoundError(f"no such model file: {module_name}")
+        if os.path.isdir(module_name):
+            raise IsADirectoryError(f"{module_name} is a folder, not a model file; write "
+                                    f"FILE.py:FUNCTION, e.g. model.py:forward")
+        spec = importlib.util.spec_from_file_location("isokernel_user_model", module_name)
+        if spec is None:
+            raise ValueError(f"{module_name} is not a Python file (a model file's name ends "
+                             f"in .py); write FILE.py:FUNCTION, e.g. model.py:forward")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)

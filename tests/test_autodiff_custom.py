@@ -127,6 +127,60 @@ def test_custom_vjp_second_order_by_forward_over_reverse():
     np.testing.assert_allclose(hess, np.diag(18.0 * X))
 
 
+def test_custom_vjp_forward_over_reverse_batches_compiles_and_goes_to_third_order():
+    # the value of scaled_square inside the gradient is differentiated forward as
+    # its primal body (the rule has no forward map); its reverse pass stays bwd
+    f = lambda x: inp.sum(scaled_square(x, 3.0) * x)  # noqa: E731
+    xs = np.stack([X, X + 1.0])
+    np.testing.assert_allclose(ik.vmap(ik.hessian(f))(xs), [np.diag(18.0 * r) for r in xs])
+    np.testing.assert_allclose(ik.jit(ik.hessian(f))(X), np.diag(18.0 * X))
+    third = np.zeros((4, 4, 4))
+    third[np.arange(4), np.arange(4), np.arange(4)] = 18.0
+    np.testing.assert_allclose(ik.jacfwd(ik.hessian(f))(X), third)
+    np.testing.assert_allclose(ik.grad(ik.grad(lambda x: scaled_square(x, 3.0)))(0.5), 6.0)
+
+
+@ik.custom_jvp
+def doubled_exp(x):
+    return inp.exp(x)
+
+
+@doubled_exp.defjvp
+def _doubled_exp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    # the rule's own call on its primals is the call's value, rule included
+    return doubled_exp(x), 2.0 * doubled_exp(x) * t
+
+
+def test_a_rule_calling_its_function_on_its_primals_holds_at_every_order():
+    x, want = 0.3, np.exp(0.3)
+    fn = doubled_exp
+    for order in (1, 2, 3):
+        fn = ik.grad(fn)
+        np.testing.assert_allclose(fn(x), 2.0 ** order * want)
+        np.testing.assert_allclose(ik.jit(fn)(x), 2.0 ** order * want)
+    np.testing.assert_allclose(ik.jacfwd(ik.jacfwd(doubled_exp))(x), 4.0 * want)
+
+
+@ik.custom_jvp
+def shifted_rule(x):
+    return inp.sin(x)
+
+
+@shifted_rule.defjvp
+def _shifted_rule_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return shifted_rule(x), 2.0 * shifted_rule(x + 1.0) * t
+
+
+def test_a_rule_calling_its_function_on_other_arguments_differentiates_its_body():
+    # documented in docs/autodiff.md: inside its own rule, a call on other
+    # arguments records the primal body (JAX would apply the rule again: 4 sin(x + 2))
+    x = 0.3
+    np.testing.assert_allclose(ik.grad(shifted_rule)(x), 2.0 * np.sin(x + 1.0))
+    np.testing.assert_allclose(ik.grad(ik.grad(shifted_rule))(x), 2.0 * np.cos(x + 1.0))
+
+
 def test_custom_vjp_under_vmap_sums_cotangents_of_shared_arguments():
     xs = np.stack([X, X + 1.0])
     f = ik.vmap(scaled_square, in_axes=(0, None))

@@ -14,8 +14,15 @@ the bodies; ``prepare_for_execution`` inlines the primal body.
 Values the function closes over become extra operands; a closed-over value
 that is being differentiated is refused (the rule cannot see its tangent),
 so pass it as an argument. A rule may only close over values its function
-uses. A rule may call its own function: inside the rule, that call records
-the function's primal (its derivative there is the primal's own).
+uses.
+
+Rules hold at every order: the value of a differentiated call is the call
+again, with its rule; a rule receives its function's results at its primals
+as inputs, so its own call ``f(x)`` on those primals is that value (computed
+once, rule included). A call of the function on other arguments inside its
+own rule records the primal body (its derivative there is the body's own):
+a rule that recorded a rule-carrying call of its own function would have to
+contain itself.
 """
 
 from __future__ import annotations
@@ -299,7 +306,7 @@ def _jvp_call_jvp(operands, tangents, *, fun, jvp, num_args, captured):
     """The user's rule, replayed on the primals, the (zero-filled) tangents
     and the call's results. The primal results are the call itself, bound
     again with its rule, so the rule holds for them at every order (the
-    rule's own primal results are the same values, and go unused)."""
+    rule's own primal results, which should be the same values, go unused)."""
     _refuse_closure(fun.graph.name, tangents, num_args)
     args = operands[:num_args]
     outs = tuple(bind(Op.CUSTOM_JVP_CALL, *operands, fun=fun, jvp=jvp, num_args=num_args,
@@ -434,8 +441,8 @@ def _lin_jvp(operands, tangents, *, forward, name, num_res, num_args, **attrs):
         _refuse_forward(name)
     outs = bind(Op.CUSTOM_LIN, *operands, forward=forward, name=name, num_res=num_res,
                 num_args=num_args, **attrs)
-    n = len(forward.graph.inputs)
     graph = forward.graph
+    n = len(graph.inputs)
     which = tangent_inputs(graph, None)
     given = [t if t is not None else zeros(x.aval.strong())
              for t, x in zip(tangents[len(operands) - n:], graph.inputs)]

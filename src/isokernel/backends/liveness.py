@@ -220,7 +220,8 @@ def staged_liveness(part: Partition, nbytes: Callable[[Node], int] | None = None
             if owner[x] is x:
                 tracker.open(x, size(x), at)
         region = isinstance(part.stages[step.stage], RowRegion)
-        strided = [x for x in dict.fromkeys(step.reads) if x.op in STRIDED_VIEWS]
+        strided = [x for x in dict.fromkeys(step.reads)
+                   if x.op in STRIDED_VIEWS and owner.get(x) is not x]
         for x in strided if copies and region else ():
             tracker.open(("copy", x), size(x), at)
         for x in strided if copies and region else ():

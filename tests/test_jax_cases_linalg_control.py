@@ -376,6 +376,21 @@ def test_a_python_scalar_carry_the_body_keeps_weak_stays_the_default_dtype(how):
     assert np.asarray(got).dtype == np.int64 and got == 3
 
 
+def test_a_body_that_keeps_the_default_dtypes_is_recorded_once():
+    """The weak-scalar rule costs a second recording only where the default
+    dtype fails: a counter ``0`` the body adds 1 to is recorded once."""
+    calls = []
+
+    def step(state):
+        calls.append(1)
+        return state[0] * 0.5, state[1] + 1
+    ik.jit(lambda x: ik.while_loop(lambda s: s[0] > 1.0, step, (x, 0)))(np.float64(8.0))
+    assert len(calls) == 1
+    calls.clear()
+    ik.jit(lambda x: ik.scan(lambda c, _: (step(c), None), (x, 0), length=3))(np.float64(8.0))
+    assert len(calls) == 1
+
+
 def test_weak_carries_match_jax_live():
     jax = _jax()
     import jax.numpy as jnp

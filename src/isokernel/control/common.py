@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import Aval, Graph, Op, ShapeError, dtypes
+from ..ir import Aval, DTypeError, Graph, Op, ShapeError, dtypes
 from ..ir.pytree import tree_flatten
 from ..record import ShapeDtype, Tracer, bind, replay, trace_flat
 from ..record import frontend as F
@@ -37,19 +37,39 @@ def as_values(leaves) -> list:
             np.asarray(x, dtype=strong_aval(x).dtype) for x in leaves]
 
 
-def carry_avals(leaves, trace) -> list[Aval]:
-    """The avals of a loop's initial carry: each leaf's own, except that a
-    Python scalar (weakly typed) takes the dtype the body returns for it
-    when the scalar would promote to that dtype, as JAX's loops do: ``0``
-    summing int32 values is an int32 carry, ``0.0`` accumulating float32 a
-    float32 one. ``trace(examples)`` records the body (``trace_body``)."""
+def record_carry(leaves, record, trace):
+    """``record(avals)`` with the avals of a loop's initial carry as JAX
+    types it: each leaf's own, except that a Python scalar (weakly typed)
+    takes the dtype the body returns for it when the scalar would promote to
+    that dtype (``0`` summing int32 values is an int32 carry, ``0.0``
+    accumulating float32 a float32 one). The defaults are tried first (one
+    recording, as for every loop whose body keeps them); only where that
+    fails does ``trace(examples)`` record the body on the weak scalars to
+    find their dtypes, and ``record`` runs again with them. Returns (avals,
+    what ``record`` returned)."""
     want = [strong_aval(x) for x in leaves]
+    try:
+        return want, record(want)
+    except (DTypeError, ShapeError):
+        settled = _weak_settled(leaves, want, trace)
+        if settled is None:
+            raise
+    return settled, record(settled)
+
+
+def _weak_settled(leaves, want: list[Aval], trace) -> list[Aval] | None:
+    """The carry's avals from a recording of the body on the weak scalars,
+    or None when that changes nothing (or fails: the first error stands)."""
     if not any(_is_weak(x) for x in leaves):
-        return want
-    graph, _, _, weak = trace([x if _is_weak(x) else ShapeDtype(w.shape, w.dtype)
-                               for x, w in zip(leaves, want)])
-    return [settled(w, out.aval, k) if _is_weak(x) else w
-            for x, w, out, k in zip(leaves, want, graph.outputs, weak)]
+        return None
+    try:
+        graph, _, _, weak = trace([x if _is_weak(x) else ShapeDtype(w.shape, w.dtype)
+                                   for x, w in zip(leaves, want)])
+    except (DTypeError, ShapeError):
+        return None
+    settled_avals = [settled(w, out.aval, k) if _is_weak(x) else w
+                     for x, w, out, k in zip(leaves, want, graph.outputs, weak)]
+    return None if settled_avals == want else settled_avals
 
 
 def settled(want: Aval, got: Aval, got_weak: bool) -> Aval:
@@ -62,14 +82,14 @@ def settled(want: Aval, got: Aval, got_weak: bool) -> Aval:
 
 
 def settle_eager(init_leaves, want: list[Aval], leaves) -> list[Aval]:
-    """``carry_avals`` for a loop run eagerly, from the leaves of its first
+    """``record_carry``'s rule for a loop run eagerly, from the leaves of its first
     step."""
     return [settled(w, aval_of_example(x).strong(), _is_weak(x)) if _is_weak(i) else w
             for i, w, x in zip(init_leaves, want, leaves)]
 
 
 def carry_values(leaves, avals: Sequence[Aval]) -> list:
-    """``as_values`` in the carry's dtypes (a Python scalar as ``carry_avals``
+    """``as_values`` in the carry's dtypes (a Python scalar as ``record_carry``
     settled it)."""
     return [F.astype(x, a.dtype) if isinstance(x, Tracer) and x.dtype != a.dtype else
             x if isinstance(x, (Tracer, np.ndarray)) else np.asarray(x, dtype=a.dtype)

@@ -41,12 +41,12 @@ from .common import (
     as_values,
     batch_body,
     batch_operands,
-    carry_avals,
     carry_dims,
     carry_values,
     cast_weak,
     check_same,
     eager_avals,
+    record_carry,
     settle_eager,
     strong_aval,
     trace_body,
@@ -77,11 +77,14 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
     def step(carry_examples):
         return trace_body(_flat_step(f, carry_tree, x_tree, n, trees, where),
                           list(carry_examples) + x_examples, getattr(f, "__name__", "f"))
-    want = carry_avals(carry_leaves, step)
-    body, _, caps, weak = step([ShapeDtype(a.shape, a.dtype) for a in want])
-    body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]], weak)
-    check_same(where, "the body of scan", CARRY_CHANGED,
-               [x.aval.strong() for x in body.outputs[:n]], want, trees[0], carry_tree)
+
+    def record(want):
+        body, _, caps, weak = step([ShapeDtype(a.shape, a.dtype) for a in want])
+        body = cast_weak(body, want + [x.aval.strong() for x in body.outputs[n:]], weak)
+        check_same(where, "the body of scan", CARRY_CHANGED,
+                   [x.aval.strong() for x in body.outputs[:n]], want, trees[0], carry_tree)
+        return body, caps
+    want, (body, caps) = record_carry(carry_leaves, record, step)
     body = with_inputs(body, n + len(x_leaves), caps, caps)
     outs = bind(Op.SCAN, *carry_values(carry_leaves, want), *as_values(x_leaves), *caps,
                 body=SubGraph(body), n_carry=n, n_xs=len(x_leaves), length=steps,

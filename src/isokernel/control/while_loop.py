@@ -46,12 +46,12 @@ from ..transforms.vmap import batch_size, batched, batched_subgraph, vmap_graph
 from .common import (
     batch_body,
     batch_operands,
-    carry_avals,
     carry_dims,
     carry_values,
     cast_weak,
     check_same,
     eager_avals,
+    record_carry,
     settle_eager,
     strong_aval,
     trace_body,
@@ -82,15 +82,18 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = N
 
     def body(examples):
         return trace_body(lambda *xs: body_fun(tree_unflatten(tree, xs)), examples, "body")
-    want = carry_avals(leaves, body)
-    shaped = [ShapeDtype(a.shape, a.dtype) for a in want]
-    cond_g, _, cond_caps, _ = trace_body(lambda *xs: _truth(cond_fun(tree_unflatten(tree, xs)),
-                                                         where), shaped, "cond")
-    _check_predicate(cond_g.outputs[0].aval, where)
-    body_g, body_tree, body_caps, weak = body(shaped)
-    body_g = cast_weak(body_g, want, weak)
-    check_same(where, "the body of while_loop", CARRY_CHANGED,
-               [x.aval.strong() for x in body_g.outputs], want, body_tree, tree)
+
+    def record(want):
+        shaped = [ShapeDtype(a.shape, a.dtype) for a in want]
+        cond_g, _, cond_caps, _ = trace_body(
+            lambda *xs: _truth(cond_fun(tree_unflatten(tree, xs)), where), shaped, "cond")
+        _check_predicate(cond_g.outputs[0].aval, where)
+        body_g, body_tree, body_caps, weak = body(shaped)
+        body_g = cast_weak(body_g, want, weak)
+        check_same(where, "the body of while_loop", CARRY_CHANGED,
+                   [x.aval.strong() for x in body_g.outputs], want, body_tree, tree)
+        return cond_g, cond_caps, body_g, body_caps
+    want, (cond_g, cond_caps, body_g, body_caps) = record_carry(leaves, record, body)
     caps = union(cond_caps, body_caps)
     outs = bind(Op.WHILE, *carry_values(leaves, want), *caps,
                 cond=SubGraph(with_inputs(cond_g, n, cond_caps, caps)),

@@ -65,9 +65,9 @@ def test_the_tree_covers_every_element_once(n):
 
 def test_a_hundred_million_elements_plan_quickly():
     import time
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other jobs on the machine do not count
     tree = pairwise_tree(100_000_000)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5  # about 0.1 s; a loop over the elements takes minutes
     assert 700_000 < tree.leaves < 1_600_000 and len(tree.levels) < 25
 
 

@@ -46,11 +46,11 @@ def _fixed_point(sweeps: int):
 
 def test_recording_is_linear_in_the_sweep_count():
     n8 = len(ik.trace(_fixed_point(8), X).nodes)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other jobs on the machine do not count
     n64 = len(ik.trace(_fixed_point(64), X).nodes)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     assert n64 <= 8 * n8, (n8, n64)
-    assert seconds < 1.0, seconds
+    assert seconds < 1.0, seconds  # about 0.05 s
 
 
 def test_text_form_carries_user_file_and_line():

@@ -126,9 +126,9 @@ def _unrolled_graph(sweeps, n=16):
         m = mironov_coefficients(clay)
         return stage3_sweeps(r_smooth, lambda e: eps_im_of_eps_re(e, m), "v", sweeps)[-1]
     r_smooth = np.linspace(0.05, 0.5, n)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other jobs on the machine do not count
     graph = isokernel.jit(unrolled, strategy="reference").lower(r_smooth, r_smooth).graph
-    return graph, time.perf_counter() - start
+    return graph, time.process_time() - start
 
 
 def _unshared_size(graph) -> int:
@@ -145,7 +145,7 @@ def test_unrolled_recording_is_linear_in_the_sweep_count():
     per_sweep = (len(g16.nodes) - len(g8.nodes)) / 8
     assert per_sweep > 20
     assert len(g64.nodes) - len(g8.nodes) == 56 * per_sweep  # exactly affine
-    assert seconds < 3.0
+    assert seconds < 3.0  # CPU seconds; about 0.4 at 64 sweeps
     isokernel.verify(g64)
     # without sharing, the accumulator's reuse would grow the tape exponentially
     assert _unshared_size(g8) > 1000 * len(g8.nodes)

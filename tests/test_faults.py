@@ -1374,11 +1374,11 @@ def test_concurrent_first_calls_record_once():
 @pytest.mark.parametrize("strategy", CPU)
 def test_a_call_that_cannot_fit_is_refused_before_work_with_the_sizing_line(strategy):
     huge = np.broadcast_to(np.float64(1.0), (2 ** 44,))
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU time: not the C compiler's, nor other jobs'
     with pytest.raises(BudgetError, match=r"needs at least .* nothing was run\. Sizing: "
                                           r"largest block: .*block='auto'"):
         ik.jit(lambda x: x * 2.0, strategy=strategy)(huge)
-    assert time.perf_counter() - started < 20.0
+    assert time.process_time() - started < 20.0
 
 
 def test_small_calls_are_not_checked():

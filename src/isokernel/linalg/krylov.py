@@ -9,9 +9,13 @@ or a pytree of arrays; ``M`` a preconditioner function approximating
 recording, one loop node under ``jit``, lane-wise under ``vmap`` (each
 element stops at its own tolerance).
 
-``info``: 0 when the tolerance was met, the number of steps when it was
-not (SciPy's convention), negative on a breakdown (``bicgstab``: -10 when
-rho vanished, -11 when alpha or omega did; ``gmres``: -1 on a NaN).
+``info`` (SciPy's convention): 0 when the tolerance was met, the number of
+steps (> 0) when it was not, negative on illegal input or a breakdown: -1
+(and ``x`` NaN) when the residual is not finite or the bound is NaN -- NaN
+or inf in ``A``, ``b``, ``x0`` or ``M``, an overflow, or a traced tolerance
+below 0 -- and ``bicgstab``'s -10 when rho vanished, -11 when alpha or
+omega did. A tolerance below 0 (or NaN) given as a number, and ``maxiter``
+below 1, are refused before anything runs.
 
 *Derivatives* come from the implicit function theorem, never from the
 iterations: for ``x = A^-1 b`` the tangent is ``dx = A^-1 (db - dA x)``,
@@ -44,6 +48,11 @@ from ..ir.source import user_where
 from ..record import current_builder, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms import custom_jvp, custom_vjp, jvp, vjp
+
+BAD_INPUT = -1
+"""``info`` where the residual is not finite or the bound is NaN: the
+stopping test is false on NaN, so the loop has stopped without converging,
+usually after no step."""
 
 DEPTH = 3
 """Levels of implicit rules: the backward solve of level d is a solve of
@@ -154,12 +163,30 @@ def _check_like_b(name: str, what: str, graph, out_tree, b, where: str) -> None:
 # --- the iterations ---------------------------------------------------------------------
 
 def _bound2(b, tol, atol):
-    """The squared stopping bound max(tol * ||b||, atol)^2."""
-    return inp.maximum(tol * tol * _vdot(b, b), atol * atol)
+    """The squared stopping bound max(tol * ||b||, atol)^2; NaN where a
+    traced tolerance is below 0 or NaN (a number was checked before), which
+    stops the loop at once and reports ``BAD_INPUT``."""
+    bound = inp.maximum(tol * tol * _vdot(b, b), atol * atol)
+    for value in (tol, atol):
+        if not _is_number(value):
+            bound = inp.where(value >= 0, bound, inp.nan)
+    return bound
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.ndarray, np.generic))
 
 
 def _info(converged, k):
     return inp.where(converged, 0, k)
+
+
+def _checked(x, rr, bound, info):
+    """``(x, info)``, with info ``BAD_INPUT`` and x NaN where the residual
+    measure ``rr`` is not finite or the bound is NaN: never a success, and
+    never the initial guess passed off as a solution."""
+    bad = inp.logical_not(inp.isfinite(rr)) | inp.isnan(bound)
+    return tree_map(lambda a: inp.where(bad, inp.nan, a), x), inp.where(bad, BAD_INPUT, info)
 
 
 def cg_loop(A, M, b, x0, tol, atol, maxiter: int, plain: bool = False):
@@ -183,7 +210,8 @@ def cg_loop(A, M, b, x0, tol, atol, maxiter: int, plain: bool = False):
         gamma_next = _vdot(r, z)
         return x, r, gamma_next, _add(z, _scale(_ratio(gamma_next, gamma), p)), k + 1
     x, r, _, _, k = while_loop(more, step, (x0, r0, _vdot(r0, z0), z0, 0))
-    return x, _info(_vdot(r, r) <= bound, k), k
+    rr = _vdot(r, r)
+    return *_checked(x, rr, bound, _info(rr <= bound, k)), k
 
 
 def bicgstab_loop(A, M, b, x0, tol, atol, maxiter: int):
@@ -198,7 +226,8 @@ def bicgstab_loop(A, M, b, x0, tol, atol, maxiter: int):
         return (_vdot(r, r) > bound) & (k < maxiter) & (k >= 0)
     x, r, *_, k = while_loop(more, functools.partial(_bicgstab_step, A, M, bound),
                              (x0, r0, r0, one, one, one, r0, r0, 0))
-    return x, inp.where(k < 0, k, _info(_vdot(r, r) <= bound, k)), k
+    rr = _vdot(r, r)
+    return *_checked(x, rr, bound, inp.where(k < 0, k, _info(rr <= bound, k))), k
 
 
 def _bicgstab_step(A, M, bound, s):
@@ -253,7 +282,7 @@ def gmres_loop(A, M, b, x0, tol, atol, maxiter: int, restart: int, incremental: 
         r = bv - av(x)
         return x, r, inp.sqrt(inp.sum(r * r)), k + 1
     x, _, rnorm, k = while_loop(more, cycle, (flat.vec(x0), r0, inp.sqrt(inp.sum(r0 * r0)), 0))
-    info = inp.where(inp.isnan(rnorm), -1, _info(rnorm <= bound, k))
+    x, info = _checked(x, rnorm, bound, _info(rnorm <= bound, k))
     return flat.tree(x), info, k
 
 
@@ -436,20 +465,33 @@ def isolve(method: Method, A, b, x0, M):
     return implicit_solve(method, op, pre)(b, x0, op.params, pre.params)
 
 
-def _maxiter(maxiter, b) -> int:
-    return 10 * _size(b) if maxiter is None else int(maxiter)
+def _maxiter(name: str, maxiter, tol, atol, b) -> int:
+    """``maxiter`` (default 10 * the size of b), once the options given as
+    numbers are checked."""
+    for option, value in (("tol", tol), ("atol", atol)):
+        if _is_number(value) and not np.all(np.asarray(value) >= 0):
+            raise ValueError(f"{name} at {user_where()}: {option}={value!r}; give a tolerance "
+                             f">= 0 (the solve stops when ||b - A x|| <= max(tol * ||b||, "
+                             f"atol))")
+    steps = 10 * _size(b) if maxiter is None else int(maxiter)
+    if steps < 1:
+        raise ValueError(f"{name} at {user_where()}: maxiter={maxiter!r}; give a positive "
+                         f"number of {'restart cycles' if name == 'gmres' else 'steps'}, or "
+                         f"None for 10 * the size of b")
+    return steps
 
 
 def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     """JAX's ``cg``: ``A`` symmetric positive definite (and ``M`` too)."""
     loop = functools.partial(_options, functools.partial(cg_loop, plain=M is None), tol, atol,
-                             _maxiter(maxiter, b))
+                             _maxiter("cg", maxiter, tol, atol, b))
     return isolve(Method("cg", loop, symmetric=True), A, b, x0, M)
 
 
 def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     """JAX's ``bicgstab``: any non-singular ``A``."""
-    loop = functools.partial(_options, bicgstab_loop, tol, atol, _maxiter(maxiter, b))
+    loop = functools.partial(_options, bicgstab_loop, tol, atol,
+                             _maxiter("bicgstab", maxiter, tol, atol, b))
     return isolve(Method("bicgstab", loop, symmetric=False), A, b, x0, M)
 
 
@@ -465,7 +507,8 @@ def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None
         raise ValueError(f"gmres at {user_where()}: solve_method={solve_method!r}; use "
                          f"'incremental' (the residual tested after every Arnoldi step) or "
                          f"'batched' (after every restart cycle)")
-    loop = functools.partial(_gmres_options, tol, atol, _maxiter(maxiter, b), int(restart),
+    maxiter = _maxiter("gmres", maxiter, tol, atol, b)
+    loop = functools.partial(_gmres_options, tol, atol, maxiter, int(restart),
                              solve_method == "incremental")
     return isolve(Method("gmres", loop, symmetric=False), A, b, x0, M)
 

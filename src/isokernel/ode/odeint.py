@@ -12,6 +12,8 @@ semantics, the step control and the derivatives.
 
 from __future__ import annotations
 
+import functools
+import operator
 import warnings
 
 import numpy as np
@@ -41,22 +43,28 @@ def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
     """Solve dy/dt = func(y, t, *args) from y(t[0]) = y0 and return y at every
     time of ``t`` (a leading axis of len(t) on every leaf of ``y0``).
 
-    ``t``: non-decreasing report times, ``t[0]`` the start. ``method``: euler,
+    ``t``: finite, non-decreasing report times, ``t[0]`` the start. ``method``: euler,
     heun, rk4 (fixed steps of ``dt0``), dopri5, tsit5 (adaptive, explicit),
     rosenbrock23 (adaptive, linearly implicit, for stiff problems). ``rtol``,
-    ``atol``: the local error test of the adaptive methods. ``max_steps``: the
+    ``atol`` (>= 0): the local error test of the adaptive methods. ``max_steps``: the
     most steps (accepted and rejected) of the whole solve; the times not
     reached within them get NaN. ``full_output=True`` returns ``(ys, info)``,
-    info a dict with ``steps`` (accepted), ``rejected`` and ``success``."""
+    info a dict with ``steps`` (accepted), ``rejected`` and ``success``.
+
+    ``t``, ``rtol`` and ``atol`` known while recording are checked at once;
+    traced ones (arguments of ``jit``, mapped by ``vmap``) that are invalid
+    give ``success`` False, no step, and NaN in every row after the first."""
     where = user_where()
     solver = _solver(method, dt0, where)
     _check_options(t, max_steps, dt0, where)
+    _check_tolerances(rtol, atol, where)
+    valid = _traced_validity(t, rtol, atol)
     leaves, tree = tree_flatten(y0)
     dtype = np.result_type(*[inp.asarray(x).dtype for x in leaves], np.float32)
     y_flat = _ravel(leaves, dtype)
     fun = _flat_fun(func, args, leaves, tree, dtype)
     t = inp.asarray(t).astype(dtype)
-    ys, info = _solve(solver, fun, y_flat, t, rtol, atol, max_steps, dt0)
+    ys, info = _solve(solver, fun, y_flat, t, rtol, atol, max_steps, dt0, valid)
     _warn_if_short(info, max_steps, t, where)
     out = tree_unflatten(tree, _unravel(ys, leaves, leading=(t.shape[0],)))
     return (out, info) if full_output else out
@@ -89,6 +97,11 @@ def _check_options(t, max_steps, dt0, where: str) -> None:
 
 
 def _check_order(times: np.ndarray, where: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(times))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"odeint at {where}: t is not finite (t[{i}] = {float(times[i])!r}); "
+                         f"give finite report times, t[0] the initial time")
     bad = np.flatnonzero(np.diff(times) < 0)
     if bad.size:
         i = int(bad[0])
@@ -96,6 +109,27 @@ def _check_order(times: np.ndarray, where: str) -> None:
         raise ValueError(f"odeint at {where}: t is not increasing (t[{i + 1}] = {later!r} < "
                          f"t[{i}] = {earlier!r}); give the report times in increasing order "
                          f"(np.sort), t[0] the initial time")
+
+
+def _check_tolerances(rtol, atol, where: str) -> None:
+    for option, value in (("rtol", rtol), ("atol", atol)):
+        if _concrete(value) and not np.all(np.asarray(value) >= 0):
+            raise ValueError(f"odeint at {where}: {option}={value!r}; give a tolerance >= 0 "
+                             f"(a step is accepted when its error is within atol + rtol * |y|)")
+
+
+def _traced_validity(t, rtol, atol):
+    """Whether the traced ones of ``t``, ``rtol``, ``atol`` are valid (t
+    finite and non-decreasing, the tolerances >= 0), as a traced bool; None
+    when all are numbers, checked already."""
+    checks = []
+    if not _concrete(t):
+        t = inp.asarray(t)
+        checks.append(inp.all(inp.isfinite(t)))
+        if t.shape[0] > 1:
+            checks.append(inp.all(t[1:] >= t[:-1]))
+    checks += [inp.all(inp.asarray(tol) >= 0) for tol in (rtol, atol) if not _concrete(tol)]
+    return functools.reduce(operator.and_, checks) if checks else None
 
 
 def _concrete(x) -> bool:
@@ -149,9 +183,12 @@ def _warn_if_short(info: dict, max_steps: int, t, where: str) -> None:
 
 # --- the loops ------------------------------------------------------------------------------
 
-def _solve(solver: Solver, fun, y0, t, rtol, atol, max_steps, dt0):
-    """ys (len(t) x n) and the info dict."""
+def _solve(solver: Solver, fun, y0, t, rtol, atol, max_steps, dt0, valid=None):
+    """ys (len(t) x n) and the info dict. Where ``valid`` (the traced input
+    checked) is False, the report times are NaN: no interval takes a step
+    or is reached, and success is False."""
     t0, count = t[0], t.shape[0]
+    targets = t if valid is None else inp.where(valid, t, inp.nan)
     f0 = fun(y0, t0) if solver.uses_f or solver.adaptive else y0
     if solver.adaptive:
         h0 = _initial_step(solver, fun, t0, y0, f0, rtol, atol) if dt0 is None else dt0
@@ -161,10 +198,10 @@ def _solve(solver: Solver, fun, y0, t, rtol, atol, max_steps, dt0):
         carry = (t0, y0, f0, 0, 0)
         interval = _fixed_interval(solver, fun, dt0, max_steps)
     if count == 1:
-        return inp.expand_dims(y0, 0), _info(carry, t0, t0)
+        return inp.expand_dims(y0, 0), _info(carry, t0, targets[0])
     (carry, ys), _ = scan(_reporting(interval, count), (carry, _report_buffer(y0, count)),
-                          (t[1:], np.arange(1, count)))
-    return ys, _info(carry, carry[0], t[-1])
+                          (targets[1:], np.arange(1, count)))
+    return ys, _info(carry, carry[0], targets[-1])
 
 
 def _report_buffer(y0, count: int):

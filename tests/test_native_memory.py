@@ -81,7 +81,8 @@ with open("/proc/self/clear_refs", "w") as f:
 before, (base, _) = status("VmRSS"), tracemalloc.get_traced_memory()
 out = compiled(*args)
 rss, (_, traced) = status("VmHWM") - before, tracemalloc.get_traced_memory()
-print(json.dumps({"strategy": name, "rss": rss + resident, "traced": traced - base + resident + arena,
+traced += resident + arena - base
+print(json.dumps({"strategy": name, "rss": rss + resident, "traced": traced,
                   "model": shape.bytes(), "shape": str(shape), "report": str(compiled.report()),
                   "process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """

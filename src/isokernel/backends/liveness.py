@@ -219,12 +219,13 @@ def staged_liveness(part: Partition, nbytes: Callable[[Node], int] | None = None
         for x in step.writes:
             if owner[x] is x:
                 tracker.open(x, size(x), at)
-        region = isinstance(part.stages[step.stage], RowRegion)
-        strided = [x for x in dict.fromkeys(step.reads)
-                   if x.op in STRIDED_VIEWS and owner.get(x) is not x]
-        for x in strided if copies and region else ():
+        copied = []
+        if copies and isinstance(part.stages[step.stage], RowRegion):
+            copied = [x for x in dict.fromkeys(step.reads)
+                      if x.op in STRIDED_VIEWS and owner.get(x) is not x]
+        for x in copied:
             tracker.open(("copy", x), size(x), at)
-        for x in strided if copies and region else ():
+        for x in copied:
             tracker.close(("copy", x))
         for storage in {owner[x] for x in step.reads if owner.get(x) is not None}:
             if last[storage] == i:

@@ -246,9 +246,12 @@ def test_lstsq_with_numpy_resid_is_numpys_answer(lhs, rhs, rcond):
 
 @pytest.mark.parametrize("shape", ((2, 1), (2, 2), (1, 2)))
 def test_lstsq_of_a_zero_matrix_is_numpys_answer(shape):
-    """testLstsqZeroMatrix (JAX issue 32666)."""
+    """testLstsqZeroMatrix (JAX issue 32666); rcond=-1 (machine precision,
+    as LAPACK) must not invert the zero singular values either."""
     a, b = np.zeros(shape), np.ones(shape)
-    _same_as_numpy(inp.linalg.lstsq(a, b, numpy_resid=True), np.linalg.lstsq(a, b))
+    for rcond in (None, -1):
+        _same_as_numpy(inp.linalg.lstsq(a, b, rcond=rcond, numpy_resid=True),
+                       np.linalg.lstsq(a, b, rcond=rcond))
 
 
 @pytest.mark.parametrize("how", HOW)

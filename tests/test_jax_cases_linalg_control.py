@@ -255,6 +255,16 @@ def test_lstsq_of_a_zero_matrix_is_numpys_answer(shape):
 
 
 @pytest.mark.parametrize("how", HOW)
+def test_lstsq_with_a_negative_rcond_drops_zero_singular_values(how):
+    """rcond < 0 means machine precision (LAPACK's gelsd, NumPy, JAX): a
+    zero singular value is not inverted (it was, giving inf)."""
+    a, b = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, 0.0]]), np.ones(3)
+    x, _, rank, _ = _run(how, lambda a, b: inp.linalg.lstsq(a, b, rcond=-1), a, b)
+    np.testing.assert_array_equal(x, np.linalg.lstsq(a, b, rcond=-1)[0])
+    assert int(rank) == 1
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("lhs, rhs", LSTSQ_SHAPES)
 def test_lstsq_default_residuals_have_a_static_shape_everywhere(lhs, rhs, how):
     """The default (numpy_resid=False, JAX's default too): for m > n the

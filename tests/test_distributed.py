@@ -66,24 +66,37 @@ class Cluster:
         return self.client.run(os.getpid)
 
 
+class SharedClusters:
+    """``shared(n)``: a cluster of ``n`` workers for the tests of one module,
+    started on first use; one is kept at a time, so tests asking for the
+    same count in a row share it. Each test closes the functions it built,
+    which releases their blocks. A test that kills workers calls ``spoil()``
+    when done, so that no later test gets that cluster."""
+
+    def __init__(self):
+        self.kept: dict = {}
+
+    def __call__(self, n: int) -> Cluster:
+        if n not in self.kept:
+            self.close()
+            self.kept[n] = Cluster(n)
+        return self.kept[n]
+
+    def spoil(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for cluster in self.kept.values():
+            cluster.__exit__()
+        self.kept.clear()
+
+
 @pytest.fixture(scope="module")
 def shared_cluster():
-    """``get(n)``: a cluster of ``n`` workers shared by the tests that kill
-    none; one is kept at a time (the tests ask for 1, 3, then 2 workers).
-    Each test closes the functions it built, which releases their blocks."""
-    kept: dict = {}
-
-    def get(n: int) -> Cluster:
-        if n not in kept:
-            for old in kept.values():
-                old.__exit__()
-            kept.clear()
-            kept[n] = Cluster(n)
-        return kept[n]
-
-    yield get
-    for cluster in kept.values():
-        cluster.__exit__()
+    """This module's ``SharedClusters`` (the tests here ask for 1, 3, then 2 workers)."""
+    shared = SharedClusters()
+    yield shared
+    shared.close()
 
 
 def distributed_vg(client, **options):

@@ -4,8 +4,9 @@ saved run resumes with the bits of an uninterrupted one; killing a worker
 during training changes nothing; what a data-parallel step cannot do is
 refused naming the fix.
 
-Each cluster test starts its own LocalCluster of processes (one thread
-each) and shuts it down."""
+The cluster tests share one LocalCluster of processes (one thread each)
+per worker count, started on first use (the killing test last, spoiling
+it); the local-client test starts its own."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ pytest.importorskip("distributed")
 from isokernel import distributed as dist  # noqa: E402
 
 from .mlp_blocks import BLOCK, mlp_loss, problem  # noqa: E402
-from .test_distributed import TIMEOUT, Cluster, killing_loss, same_bits, sole_holder  # noqa: E402
+from .test_distributed import (  # noqa: E402
+    TIMEOUT,
+    SharedClusters,
+    killing_loss,
+    same_bits,
+    sole_holder,
+)
 
 STEPS = 20
 
@@ -62,6 +69,14 @@ def by_hand(dtype, steps=STEPS):
         params, state = jupdate(params, state, grads)
         losses.append(loss)
     return losses, params, state
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """This module's ``SharedClusters`` (the tests ask for 1, 2, then 3 workers)."""
+    shared = SharedClusters()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture(scope="module")
@@ -117,39 +132,42 @@ def test_a_saved_run_resumes_with_the_uninterrupted_bits(serial, tmp_path):
 # ---------------------------------------------------------------- clusters
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_steps_on_workers_are_the_single_process_bits(serial, workers, capsys, tmp_path):
-    with Cluster(workers) as c:
-        for dt in (np.float32, np.float64):
-            with trainer(c.client, dt, progress=True) as t:
-                losses = train(t, dt)
-                assert same_bits(losses, serial[dt][0]), (workers, dt)
-                assert same_bits(t.params, serial[dt][1]), (workers, dt)
-                assert same_bits(t.opt_state, serial[dt][2]), (workers, dt)
-        if workers == 2:  # save on the cluster half-way, resume in a new Trainer
-            t = trainer(c.client, np.float64)
-            train(t, np.float64, steps=STEPS // 2)
-            t.save(tmp_path / "half.npz")
-            t.close()
-            resumed = ik.Trainer.load(tmp_path / "half.npz", mlp_loss, optimizer(),
-                                      client=c.client, block_rows=BLOCK, strategy="reference")
-            train(resumed, np.float64, steps=STEPS // 2)
-            assert same_bits(resumed.params, serial[np.float64][1])
-            resumed.close()
+@pytest.mark.parametrize("workers", [1, 2, 3])  # 3 last: the killing test shares its cluster
+def test_steps_on_workers_are_the_single_process_bits(serial, workers, capsys, tmp_path,
+                                                      clusters):
+    c = clusters(workers)
+    for dt in (np.float32, np.float64):
+        with trainer(c.client, dt, progress=True) as t:
+            losses = train(t, dt)
+            assert same_bits(losses, serial[dt][0]), (workers, dt)
+            assert same_bits(t.params, serial[dt][1]), (workers, dt)
+            assert same_bits(t.opt_state, serial[dt][2]), (workers, dt)
+    if workers == 2:  # save on the cluster half-way, resume in a new Trainer
+        t = trainer(c.client, np.float64)
+        train(t, np.float64, steps=STEPS // 2)
+        t.save(tmp_path / "half.npz")
+        t.close()
+        resumed = ik.Trainer.load(tmp_path / "half.npz", mlp_loss, optimizer(),
+                                  client=c.client, block_rows=BLOCK, strategy="reference")
+        train(resumed, np.float64, steps=STEPS // 2)
+        assert same_bits(resumed.params, serial[np.float64][1])
+        resumed.close()
     err = capsys.readouterr().err
     assert f"Trainer step {STEPS}: loss " in err
     assert re.search(r"6 blocks of 700 rows on \d+ workers \[tcp://", err)  # any count listed
     assert "6 blocks sent" in err and "0 blocks sent" in err
 
 
-def test_killing_one_of_three_workers_during_training_gives_the_same_bits(serial, tmp_path):
+def test_killing_one_of_three_workers_during_training_gives_the_same_bits(serial, tmp_path,
+                                                                            clusters):
     """One worker dies inside step 1 (while compiling its blocks), one
     holding the only copy of a block is killed between steps, and one is
     killed from another thread while steps run: training completes with the
-    same bits."""
+    same bits. The cluster is spoiled afterwards: no later test gets it."""
     flag = str(tmp_path / "kill-one-worker")
     open(flag, "w").close()
-    with Cluster(3) as c:
+    c = clusters(3)
+    try:
         t = trainer(c.client, np.float64, loss=killing_loss(flag))
         x, y = problem(np.float64)[1:]
         losses = [t.step(x, y) for _ in range(6)]
@@ -165,6 +183,8 @@ def test_killing_one_of_three_workers_during_training_gives_the_same_bits(serial
         losses += [t.step(x, y) for _ in range(STEPS - 12)]
         killer.join()
         t.close()
+    finally:
+        clusters.spoil()
     assert same_bits(losses, serial[np.float64][0])
     assert same_bits(t.params, serial[np.float64][1])
 

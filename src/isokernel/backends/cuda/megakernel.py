@@ -29,6 +29,7 @@ from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
 from ...transforms.fusion import unfuse
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
+from ..liveness import staged_release
 from ..numerics import CUDA_ULP_BOUND
 from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
@@ -63,7 +64,7 @@ class CudaMegakernelExecutable(ExecutableBase):
             if name != "_built":
                 kernel.grid_block(self.partition.pixels)  # a fixed block_size must fit now
         self._by_stage = {id(k.region): k for k in self.module.kernels}
-        self._release = _release_after(self.partition)
+        self._release = staged_release(self.partition)
         inside = {n for r in self.partition.regions for n in r.nodes}
         provider = PROVIDER_FMA if self.contract else PROVIDER
         super().__init__(device_node_plan(plan, self.graph, inside, provider, False))
@@ -72,14 +73,14 @@ class CudaMegakernelExecutable(ExecutableBase):
         ex = self.ex
         with ex.rt.activate():
             env = dict(zip(self.graph.inputs, ex.bring(arrays)))
-            for k, stage in enumerate(self.partition.stages):
+            for stage, release in zip(self.partition.stages, self._release):
                 if isinstance(stage, RowRegion):
                     self._run_region(stage, env)
-                else:
-                    for node in stage.nodes:
-                        env[node] = ex.run_node(node, env)
-                for dead in self._release[k]:
-                    env.pop(dead, None)
+                    _drop(env, release[0])
+                    continue
+                for node, dead in zip(stage.nodes, release):  # each value after its last reader
+                    env[node] = ex.run_node(node, env)
+                    _drop(env, dead)
             return tuple(ex.value(x, env) for x in self.graph.outputs)
 
     def _run_region(self, region: RowRegion, env: dict) -> None:
@@ -113,18 +114,9 @@ class CudaMegakernelExecutable(ExecutableBase):
         return lines
 
 
-def _release_after(part) -> list[list]:
-    last: dict = {}
-    for k, stage in enumerate(part.stages):
-        for node in stage.nodes:
-            for x in node.inputs:
-                last[x] = k
-    keep = set(part.graph.outputs) | set(part.graph.inputs)
-    release: list[list] = [[] for _ in part.stages]
-    for node, k in last.items():
-        if node not in keep and node.op is not Op.CONST:
-            release[k].append(node)
-    return release
+def _drop(env: dict, dead) -> None:
+    for node in dead:
+        env.pop(node, None)
 
 
 def _policy(op: Op, contract: bool) -> NumericalPolicy:

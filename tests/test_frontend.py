@@ -176,3 +176,16 @@ def test_logical_ops_need_bools():
 def test_astype_is_the_only_cast():
     assert inp.astype(X64, inp.float32).tobytes() == X64.astype(np.float32).tobytes()
     assert inp.add(inp.astype(X32, "float64"), X64).dtype == np.float64
+
+
+@pytest.mark.parametrize("strategy", ["reference", "native"])
+def test_array_of_nested_lists_holding_traced_values(strategy):
+    # JAX's testPinvGradIssue2792 builds its matrix as jnp.array([[0., 0.], [-p, 1.]])
+    def f(p, q):
+        return inp.array([[0.0, q], [-p, 1.0]]), inp.array([[[p]], [[q]]])
+
+    m, c = ik.jit(f, strategy=strategy)(2.0, 3.0)
+    np.testing.assert_array_equal(m, np.array([[0.0, 3.0], [-2.0, 1.0]]))
+    np.testing.assert_array_equal(c, np.array([[[2.0]], [[3.0]]]))
+    d = ik.jacfwd(lambda p: inp.linalg.pinv(inp.array([[0.0, 0.0], [-p, 1.0]])))(0.5)
+    np.testing.assert_allclose(d, [[0.0, -0.48], [0.0, -0.64]], rtol=1e-14)

@@ -1377,10 +1377,16 @@ def _einsum_pair(a, la, b, lb, later: set):
 
 
 def array(object, dtype=None):  # noqa: A002 - NumPy's name
-    """NumPy ``array``: ``asarray`` (values are never mutated, so no copy)."""
-    if isinstance(object, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in object):
-        return stack([asarray(v, dtype) for v in object])
+    """NumPy ``array``: ``asarray`` (values are never mutated, so no copy); nested
+    lists holding traced values are stacked level by level."""
+    if _holds_tracer(object):
+        return stack([array(v, dtype) for v in object])
     return asarray(object, dtype)
+
+
+def _holds_tracer(obj) -> bool:
+    return isinstance(obj, (list, tuple)) and builtins.any(
+        isinstance(v, Tracer) or _holds_tracer(v) for v in obj)
 
 
 LOG2E = 1.4426950408889634  # NumPy's NPY_LOG2E

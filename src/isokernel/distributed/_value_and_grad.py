@@ -99,7 +99,7 @@ class DistributedValueAndGrad:
         sent_before = self.blocks_sent
         try:
             if self.client.status != "running":  # closed, or reconnecting to its scheduler
-                self._wait_for_worker(len(self._blocks))
+                self._wait_for_worker(len(_blocks.block_bounds(rows, self.block_rows)))
             self._load(args)
             partials = self._compute(args)
         except _cluster.ClusterError:
@@ -171,7 +171,7 @@ class DistributedValueAndGrad:
 
     def _wait_for_worker(self, pending: int) -> list[str]:
         return _cluster.wait_for_worker(self.client, self._address, self.worker_timeout,
-                                        pending, len(self._blocks))
+                                        pending, max(pending, len(self._blocks)))
 
     # --------------------------------------------------------------- compute
 

@@ -158,10 +158,11 @@ def _region_call(fn):
 
     def call(*args):
         *arrays, rows = args
-        fn.argtypes = [ctypes.c_void_p] * len(arrays) + [ctypes.c_int64, ctypes.c_int64]
+        fn.argtypes = [ctypes.c_void_p] * len(arrays) + [ctypes.c_int64, ctypes.c_int64,
+                                                         ctypes.c_void_p]  # + a stop flag
         for a in arrays:
             assert a.flags.c_contiguous, "region kernels take contiguous buffers"
-        fn(*(a.ctypes.data for a in arrays), 0, rows)
+        fn(*(a.ctypes.data for a in arrays), 0, rows, None)
     return call
 
 

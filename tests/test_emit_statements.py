@@ -62,17 +62,18 @@ def _kernel(body):
     library, _ = codegen.build(codegen.host_source([(body, name)], name, vector_math=False))
     fn = getattr(library, name)
     count = len(body.row_inputs) + len(body.whole_inputs) + len(body.outputs)
-    fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64]
+    fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
     fn.restype = ctypes.c_uint32
     return fn
 
 
-def run(body, *inputs):
+def run(body, *inputs, stop=None):
     """The body over every pixel through the host wrapper: (outputs, the
-    floating-point flags the rows raised)."""
+    floating-point flags the rows raised). ``stop``: the address of the
+    call's stop flag (an int32), or None (never stopped)."""
     arrays = [np.ascontiguousarray(a, dtype=x.dtype) for a, x in zip(inputs, body.row_inputs)]
     outs = [np.empty(x.shape, x.dtype) for x in body.outputs]
-    flags = _kernel(body)(*[a.ctypes.data for a in (*arrays, *outs)], 0, PIXELS)
+    flags = _kernel(body)(*[a.ctypes.data for a in (*arrays, *outs)], 0, PIXELS, stop)
     return outs, flags
 
 

@@ -261,3 +261,37 @@ def test_the_arena_reuses_buffers_and_outputs_are_fresh():
     second = jitted(x)
     assert first[0] is not second[0] and same_bits(first[0], second[0])
     assert not np.shares_memory(first[0], first[1])
+
+
+# ------------------------------------------------- nests that read the stop flag
+
+
+def test_nests_that_read_the_stop_flag_keep_their_bits():
+    """Nests of at least ``POLL_WORK`` iterations read the call's stop flag
+    (between strips of a long innermost loop, in an outer loop, in the
+    blocks of a matrix product and its remainder): the loops still compute
+    the same values in the same order. A program of at least
+    ``WATCHED_WORK`` iterations is one a Ctrl-C reaches; a small one is not
+    watched (no cost for a training step's small graphs)."""
+    from isokernel.codegen.whole import POLL_WORK, WATCHED_WORK
+
+    def f(x, m, a, b):
+        y = x * 1.5 - 0.25  # one loop of 3 POLL_WORK iterations: strips
+        s = inp.sum(m * m, axis=1)  # 700 x 300: polled in the outer loop
+        return y, s, a @ b  # 101 x 300 by 300 x 45: blocks and a remainder
+
+    g = rng(9)
+    x = g.normal(size=3 * POLL_WORK + 5)
+    m, a, b = g.normal(size=(700, 300)), g.normal(size=(101, 300)), g.normal(size=(300, 45))
+    jitted = whole(f)
+    y, s, p = jitted(x, m, a, b)
+    program = jitted.lower(x, m, a, b).compile().executable.program
+    assert program.source.count("ISK_STOPPED(isk_stop_flag)) return;") >= 3 and program.polls
+    assert same_bits(y, reference(f)(x, m, a, b)[0])
+    assert same_bits(s, sequential_fold(m * m, (1,), np.add, 0.0))
+    assert same_bits(p, sequential_contraction(a, b, (1,), (0,)))
+    small = whole(lambda v: inp.tanh(v @ v.T) * 2.0)
+    v = g.normal(size=(16, 16))
+    small(v)
+    assert not small.lower(v).compile().executable.program.polls
+    assert 16**3 + 2 * 16**2 < WATCHED_WORK

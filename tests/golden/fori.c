@@ -16,14 +16,26 @@ static uint32_t isk_fpe(void)
          | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
 }
 
+/* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
+ * on entry; loops read it every ISK_POLL iterations and end once it is set */
+static const int32_t isk_never_stopped;
+static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
+#define ISK_POLL 1024
+#define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
+#define ISK_POLLED(n) \
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
+
 
 
 ISK_INLINE void isk_fori_r0_point(int64_t i, const double *restrict in0, double *restrict out0)
 {
+    uint32_t isk_polls = 0;  // loop iterations, for ISK_POLLED
     const double v0 = in0[i];  // row of %0 input
     int64_t s2_c0 = INT64_C(0);  // carry in: %2 scan @ models.py:65
     double s2_c1 = v0;  // carry in: %2 scan @ models.py:65
     for (int64_t s2_t = 0; s2_t < 10; s2_t++) {  // %2 scan @ models.py:65
+        if (ISK_POLLED(isk_polls))  // the call was stopped
+            break;
         const int64_t s2_v3 = (int64_t)((uint64_t)s2_c0 + (uint64_t)INT64_C(1));  // %3 add @ models.py:65
         const double s2_v6 = (s2_c1 * 0x1.0p-1);  // %6 mul @ models.py:65
         const double s2_v7 = (double)s2_c0;  // %7 cast @ models.py:65
@@ -53,13 +65,15 @@ static void isk_fori_r0_tail(const double *restrict in0, double *restrict out0, 
     free(t_in0);
 }
 
-uint32_t isk_fori_r0(const double *restrict in0, double *restrict out0, int64_t begin, int64_t end)
+uint32_t isk_fori_r0(const double *restrict in0, double *restrict out0, int64_t begin, int64_t end, const int32_t *stop)
 {
     feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    const int32_t *const flag = stop ? stop : &isk_never_stopped;
+    isk_stop_flag = flag;
     int64_t i = begin;
-    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+    for (; i + ISK_BLOCK <= end && !ISK_STOPPED(flag); i += ISK_BLOCK)
         isk_fori_r0_block(in0 + i * 1, out0 + i * 1);
-    if (i < end)
+    if (i < end && !ISK_STOPPED(flag))
         isk_fori_r0_tail(in0, out0, i, end);
     return isk_fpe();
 }

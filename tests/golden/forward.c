@@ -16,6 +16,15 @@ static uint32_t isk_fpe(void)
          | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
 }
 
+/* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
+ * on entry; loops read it every ISK_POLL iterations and end once it is set */
+static const int32_t isk_never_stopped;
+static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
+#define ISK_POLL 1024
+#define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
+#define ISK_POLLED(n) \
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
+
 __attribute__((simd("notinbranch"))) float expf(float);
 
 
@@ -96,13 +105,15 @@ static void isk_forward_r0_tail(const float *restrict in0, const float *restrict
     free(t_in2);
 }
 
-uint32_t isk_forward_r0(const float *restrict in0, const float *restrict in1, const float *restrict in2, float *restrict out0, float *restrict out1, int64_t begin, int64_t end)
+uint32_t isk_forward_r0(const float *restrict in0, const float *restrict in1, const float *restrict in2, float *restrict out0, float *restrict out1, int64_t begin, int64_t end, const int32_t *stop)
 {
     feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    const int32_t *const flag = stop ? stop : &isk_never_stopped;
+    isk_stop_flag = flag;
     int64_t i = begin;
-    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+    for (; i + ISK_BLOCK <= end && !ISK_STOPPED(flag); i += ISK_BLOCK)
         isk_forward_r0_block(in0 + i * 1, in1 + i * 1, in2 + i * 1, out0 + i * 1, out1 + i * 1);
-    if (i < end)
+    if (i < end && !ISK_STOPPED(flag))
         isk_forward_r0_tail(in0, in1, in2, out0, out1, i, end);
     return isk_fpe();
 }

@@ -16,6 +16,15 @@ static uint32_t isk_fpe(void)
          | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
 }
 
+/* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
+ * on entry; loops read it every ISK_POLL iterations and end once it is set */
+static const int32_t isk_never_stopped;
+static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
+#define ISK_POLL 1024
+#define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
+#define ISK_POLLED(n) \
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
+
 __attribute__((simd("notinbranch"))) double cos(double);
 __attribute__((simd("notinbranch"), const)) double isk_vcos(double) __asm__("cos");
 __attribute__((simd("notinbranch"))) double sin(double);
@@ -130,6 +139,8 @@ static __attribute__((noinline)) void isk_kepler_r0_block(const double *restrict
     for (int64_t j = 0; j < ISK_BLOCK; j++)
         isk_kepler_r0_s1i_point(j, isk_l0, isk_l1, in1, in0, isk_l2, isk_l3, isk_l4);
     while (isk_running(isk_l4) > 0) {  /* every row steps; those that stopped keep their carry */
+        if (ISK_STOPPED(isk_stop_flag))  /* the call was stopped */
+            break;
         for (int64_t j = 0; j < ISK_BLOCK; j++)
             isk_kepler_r0_s1s_point(j, in1, in0, isk_l2, isk_l3, isk_l4);
     }
@@ -154,13 +165,15 @@ static void isk_kepler_r0_tail(const double *restrict in0, const double *restric
     free(t_in1);
 }
 
-uint32_t isk_kepler_r0(const double *restrict in0, const double *restrict in1, double *restrict out0, int64_t begin, int64_t end)
+uint32_t isk_kepler_r0(const double *restrict in0, const double *restrict in1, double *restrict out0, int64_t begin, int64_t end, const int32_t *stop)
 {
     feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    const int32_t *const flag = stop ? stop : &isk_never_stopped;
+    isk_stop_flag = flag;
     int64_t i = begin;
-    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+    for (; i + ISK_BLOCK <= end && !ISK_STOPPED(flag); i += ISK_BLOCK)
         isk_kepler_r0_block(in0 + i * 1, in1 + i * 1, out0 + i * 1);
-    if (i < end)
+    if (i < end && !ISK_STOPPED(flag))
         isk_kepler_r0_tail(in0, in1, out0, i, end);
     return isk_fpe();
 }

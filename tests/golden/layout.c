@@ -16,6 +16,15 @@ static uint32_t isk_fpe(void)
          | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
 }
 
+/* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
+ * on entry; loops read it every ISK_POLL iterations and end once it is set */
+static const int32_t isk_never_stopped;
+static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
+#define ISK_POLL 1024
+#define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
+#define ISK_POLLED(n) \
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
+
 
 ISK_INLINE float isk_bits_f32(uint32_t bits)
 {
@@ -77,13 +86,15 @@ static void isk_layout_r0_tail(const float *restrict in0, float *restrict out0, 
     free(t_in0);
 }
 
-uint32_t isk_layout_r0(const float *restrict in0, float *restrict out0, int64_t begin, int64_t end)
+uint32_t isk_layout_r0(const float *restrict in0, float *restrict out0, int64_t begin, int64_t end, const int32_t *stop)
 {
     feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    const int32_t *const flag = stop ? stop : &isk_never_stopped;
+    isk_stop_flag = flag;
     int64_t i = begin;
-    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)
+    for (; i + ISK_BLOCK <= end && !ISK_STOPPED(flag); i += ISK_BLOCK)
         isk_layout_r0_block(in0 + i * 6, out0 + i * 9);
-    if (i < end)
+    if (i < end && !ISK_STOPPED(flag))
         isk_layout_r0_tail(in0, out0, i, end);
     return isk_fpe();
 }

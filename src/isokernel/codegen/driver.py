@@ -16,6 +16,13 @@ ones a row longer), so no list of tiles exists anywhere, however many
 pixels. Between tiles it reads a stop flag (``threads.Stop``): a call whose
 caller failed or was interrupted returns after its current tile.
 
+The driver also carries Ctrl-C into C code running on the calling thread
+(``isk_watch_sigint``): while such a call runs, a SIGINT handler of its own
+sets the call's stop flag, then runs the handler it replaced (Python's, which
+raises ``KeyboardInterrupt`` once the call returns). Generated kernels read
+that flag in their loops (``host.HEADER``), so a per-pixel loop that never
+ends still returns (``backends.cpu.pool.interruptible``).
+
 Around every step that NumPy would check (``check_fpe``) the driver clears
 the floating-point flags before the loop and reads them after it, as the
 ufunc call does, and ORs what it saw into ``fpe[index]`` in NumPy's
@@ -65,6 +72,7 @@ tiles' program (``long_step`` -1 when all tiles have one length)."""
 SOURCE = r"""/* isokernel tile driver -- fixed source, compiled once per compiler and CPU.
  * Runs programs of strided-loop calls over tiles without the GIL (see driver.py). */
 #include <fenv.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -228,6 +236,59 @@ int64_t isk_run(const isk_step *steps, const isk_slice *slice, int64_t first, in
     }
     return 0;
 }
+
+/* Ctrl-C for C code on the calling thread: isk_watch_sigint(flag) installs a SIGINT handler
+ * that sets *flag and then runs the handler it replaced; isk_unwatch_sigint() puts that one
+ * back. Only one call is watched at a time (the caller's main thread). A handler left in
+ * place (the caller never unwatched) is kept by the next watch, with the one it replaced. */
+static int32_t *volatile isk_watched;
+static struct sigaction isk_replaced;
+
+static void isk_on_sigint(int sig, siginfo_t *info, void *context)
+{
+    int32_t *flag = isk_watched;
+    if (flag)
+        __atomic_store_n(flag, 1, __ATOMIC_RELAXED);
+    if (isk_replaced.sa_flags & SA_SIGINFO)
+        isk_replaced.sa_sigaction(sig, info, context);
+    else if (isk_replaced.sa_handler != SIG_DFL && isk_replaced.sa_handler != SIG_IGN)
+        isk_replaced.sa_handler(sig);
+}
+
+static int isk_ours(const struct sigaction *action)
+{
+    return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == isk_on_sigint;
+}
+
+/* 1 when installed; 0 when SIGINT is ignored or has its default action (nothing changed) */
+int32_t isk_watch_sigint(int32_t *flag)
+{
+    struct sigaction mine, before;
+    if (sigaction(SIGINT, 0, &before) != 0)
+        return 0;
+    if (isk_ours(&before)) {
+        isk_watched = flag;
+        return 1;
+    }
+    if (!(before.sa_flags & SA_SIGINFO) && (before.sa_handler == SIG_DFL
+                                            || before.sa_handler == SIG_IGN))
+        return 0;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = isk_on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&mine.sa_mask);
+    isk_replaced = before;
+    isk_watched = flag;
+    return sigaction(SIGINT, &mine, 0) == 0;
+}
+
+void isk_unwatch_sigint(void)
+{
+    struct sigaction now;
+    if (sigaction(SIGINT, 0, &now) == 0 && isk_ours(&now))
+        sigaction(SIGINT, &isk_replaced, 0);
+    isk_watched = 0;
+}
 """
 
 
@@ -248,6 +309,15 @@ class Driver:
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                               ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p]
+        # watch_sigint(address): until unwatch_sigint(), SIGINT sets the int32 at address and
+        # then runs the handler it replaced; 1 when installed, 0 when SIGINT is ignored or has
+        # its default action (nothing installed)
+        self.watch_sigint = library.isk_watch_sigint
+        self.watch_sigint.restype = ctypes.c_int32
+        self.watch_sigint.argtypes = [ctypes.c_void_p]
+        self.unwatch_sigint = library.isk_unwatch_sigint
+        self.unwatch_sigint.restype = None
+        self.unwatch_sigint.argtypes = []
 
     def run(self, steps: np.ndarray, slice_: np.ndarray, first: int, last: int,
             bases: np.ndarray, fpe: np.ndarray, stop: int) -> int:

@@ -197,11 +197,22 @@ def _updates(carries: tuple[Carry, ...], note: str) -> list[Stmt]:
     return staged + stores
 
 
+def _poll(host: bool, depth: int) -> list[str]:
+    """The first lines of a control-flow loop in host C: every ``ISK_POLL``
+    iterations, the end of the loop once the call was stopped (``host.py``)."""
+    if not host:
+        return []
+    pad = INDENT * depth
+    return [f"{pad}if (ISK_POLLED(isk_polls))  // the call was stopped", f"{pad}{INDENT}break;"]
+
+
 @dataclass(frozen=True)
 class For:
     """``for (int64_t index = start; index < stop; index++) { body }``;
     ``stop`` is a literal (a static trip count) or a value of the pixel (a
-    per-pixel one)."""
+    per-pixel one). ``polls``: a loop of control flow (a scan), which in
+    host C reads the call's stop flag every ``ISK_POLL`` iterations; a loop
+    over a row's elements does not."""
 
     index: str
     stop: str
@@ -209,13 +220,15 @@ class For:
     note: str
     carries: tuple[Carry, ...] = ()
     start: str = "0"
+    polls: bool = False
 
     def lines(self, host: bool, depth: int) -> list[str]:
         pad, k = INDENT * depth, self.index
         head = f"{pad}for (int64_t {k} = {self.start}; {k} < {self.stop}; {k}++) {{"
         inner = (*self.body, *_updates(self.carries, self.note))
+        poll = _poll(host, depth + 1) if self.polls else []
         return [*render(tuple(c.declare(self.note) for c in self.carries), host, depth),
-                head + _note(self.note), *render(inner, host, depth + 1), f"{pad}}}"]
+                head + _note(self.note), *poll, *render(inner, host, depth + 1), f"{pad}}}"]
 
 
 @dataclass(frozen=True)
@@ -223,7 +236,8 @@ class While:
     """``while (flag) { body }``: ``flag`` holds the per-pixel condition
     ``cond``, which ``test`` computes from the carried values, once before
     the loop (in a block of its own) and again at the end of every
-    iteration."""
+    iteration. In host C it reads the call's stop flag every ``ISK_POLL``
+    iterations: a pixel's loop may never end."""
 
     flag: str
     test: tuple[Stmt, ...]
@@ -240,7 +254,7 @@ class While:
                   Block(check, f"first test: {self.note}"))
         inner = (*self.body, *_updates(self.carries, self.note), *check)
         return [*render(before, host, depth), f"{pad}while ({self.flag}) {{{_note(self.note)}",
-                *render(inner, host, depth + 1), f"{pad}}}"]
+                *_poll(host, depth + 1), *render(inner, host, depth + 1), f"{pad}}}"]
 
 
 @dataclass(frozen=True)
@@ -274,6 +288,18 @@ def render(stmts, host: bool = False, depth: int = 1) -> list[str]:
     return [line for s in stmts for line in s.lines(host, depth)]
 
 
+def polls(stmts) -> bool:
+    """Whether ``stmts`` hold a loop that reads the stop flag in host C."""
+    for s in stmts:
+        if isinstance(s, While) or (isinstance(s, For) and s.polls):
+            return True
+        inside = {Block: lambda b: b.body, For: lambda f: f.body,
+                  If: lambda i: (*i.then, *i.otherwise)}.get(type(s))
+        if inside is not None and polls(inside(s)):
+            return True
+    return False
+
+
 # --- the body -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -292,6 +318,14 @@ class CBody:
     host_helpers: tuple[str, ...] = ()  # its prelude functions (``HOST_HELPERS`` keys)
     lanes: LaneBlock | None = None  # the host's block of rows in stages (lane-wise loops)
     columns: tuple[str, ...] = ()  # pointers its host copy reads or writes by columns
+    loops: bool = False  # its host copy has loops of control flow (``polls``)
+
+    @property
+    def polls(self) -> bool:
+        """Whether the host kernel of this body has loops that read the stop
+        flag (control flow), so that a call may run long and a Ctrl-C
+        should reach it (``backends.cpu.pool.interruptible``)."""
+        return self.loops or self.lanes is not None
 
     @property
     def text(self) -> str:
@@ -316,10 +350,13 @@ def assemble(name: str, stmts, row_inputs, whole_inputs, outputs, data=(),
     the pointers whose rows the host copy reads or writes by columns
     (``column_at``)."""
     head = signature(name, row_inputs, whole_inputs, outputs)
-    text, host = ("\n".join([head, "{", *render(stmts, h), "}"]) + "\n" for h in (False, True))
+    loops = polls(stmts)
+    count = [f"{INDENT}uint32_t isk_polls = 0;  // loop iterations, for ISK_POLLED"]
+    text, host = ("\n".join([head, "{", *(count if h and loops else []), *render(stmts, h), "}"])
+                  + "\n" for h in (False, True))
     return CBody(name, text, _called(text, HELPERS), tuple(row_inputs), tuple(whole_inputs),
                  tuple(outputs), _math(text), tuple(data), host, _called(host, HOST_HELPERS),
-                 columns=tuple(columns))
+                 columns=tuple(columns), loops=loops)
 
 
 def column_at(pointer: str, j: int) -> str:
@@ -610,7 +647,7 @@ class Emitter:
         variables = [_variables(x, f"{prefix}c{j}") for j, x in enumerate(graph.inputs[1:])]
         body, nexts = self.sub_body(graph, [counter, *variables], prefix)
         carries = _carries(graph.inputs[1:], variables, init, nexts)
-        self.stmts.append(For(index, stop, tuple(body), note, carries, start))
+        self.stmts.append(For(index, stop, tuple(body), note, carries, start, polls=True))
         return variables
 
     def while_loop(self, cond: Graph, body: Graph, init: list, note: str,
@@ -692,7 +729,8 @@ class Emitter:
         stmts, nexts = self.sub_body(graph, [*variables, *xs, *operands[n + nx:]], prefix,
                                      rows.bodies["body"], graph.outputs[:n])
         carries = _carries(graph.inputs[:n], variables, operands[:n], nexts)
-        self.stmts.append(For(index, str(steps), tuple(stmts), self._label(node), carries))
+        self.stmts.append(For(index, str(steps), tuple(stmts), self._label(node), carries,
+                              polls=True))
         return (*variables, *[None] * (len(graph.outputs) - n))
 
     def _step(self, x: Node, value, t: str) -> np.ndarray:

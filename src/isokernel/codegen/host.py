@@ -21,6 +21,15 @@ With ``vector_math``, the libm functions the body calls are declared with
 libmvec; that is the only difference from scalar libm and it is recorded in
 the capsules.
 
+A kernel takes the call's stop flag (``pool.Stop``; NULL: never set), set
+when the caller was interrupted (Ctrl-C) or another of its tasks failed. It
+reads the flag between blocks of rows, and its loops read it every
+``ISK_POLL`` iterations (a relaxed load behind a branch predicted not
+taken): the ``while`` and ``for`` loops of control flow in a body
+(``emit.While``, ``emit.For``) and a staged block's lane-wise loops. Once it
+is set the loops end and the kernel returns, its outputs unfinished (the
+caller discards them), so a per-pixel loop that never ends still returns.
+
 A kernel clears the floating-point flags on entry and returns those its
 rows raised, as NumPy's ``NPY_FPE_*`` bits, so that the caller can give
 them to NumPy's error state (``backends.native``). It runs the body's host
@@ -56,6 +65,15 @@ static uint32_t isk_fpe(void)
     return ((s & FE_DIVBYZERO) ? 1u : 0u) | ((s & FE_OVERFLOW) ? 2u : 0u)
          | ((s & FE_UNDERFLOW) ? 4u : 0u) | ((s & FE_INVALID) ? 8u : 0u);
 }}
+
+/* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
+ * on entry; loops read it every ISK_POLL iterations and end once it is set */
+static const int32_t isk_never_stopped;
+static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
+#define ISK_POLL 1024
+#define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
+#define ISK_POLLED(n) \\
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
 """
 
 TWO_ARGUMENTS = frozenset({"pow", "atan2"})
@@ -195,10 +213,15 @@ def _stages(lanes: LaneBlock) -> str:
         limit = "ISK_BLOCK / 8" if stage.finish else "0"
         lines += [f"    while (isk_running({stage.flags}) > {limit}) {{  /* every row steps; "
                   f"those that stopped keep their carry */",
+                  "        if (ISK_STOPPED(isk_stop_flag))  /* the call was stopped */",
+                  "            break;",
                   *(f"        {line}" for line in every), "    }"]
         if stage.finish:
-            lines += ["    for (int64_t j = 0; j < ISK_BLOCK; j++)  /* the last rows, one by "
-                      "one */", f"        while ({stage.flags}[j])", f"            {call}"]
+            lines += ["    for (int64_t j = 0; j < ISK_BLOCK; j++) {  /* the last rows, one by "
+                      "one */", "        uint32_t isk_polls = 0;",
+                      f"        while ({stage.flags}[j]) {{",
+                      "            if (ISK_POLLED(isk_polls))  /* the call was stopped */",
+                      "                break;", f"            {call}", "        }", "    }"]
     return "\n".join(lines) + "\n"
 
 
@@ -230,16 +253,21 @@ def _tail_function(body: CBody, kernel: str, decls, names) -> str:
 
 
 def _kernel_function(body: CBody, kernel: str, decls, names) -> str:
+    """Rows ``[begin, end)``: whole blocks, then the tail; the stop flag is
+    read before each (a stopped call returns, its outputs unfinished)."""
     offsets = []
     for k, node in enumerate(body.row_inputs):
         offsets.append(f"in{k} + i * {math.prod(node.shape[1:])}")
     offsets += [f"w{k}" for k in range(len(body.whole_inputs))]
     offsets += [f"out{k} + i * {math.prod(n.shape[1:])}" for k, n in enumerate(body.outputs)]
-    return (f"uint32_t {kernel}({', '.join(decls)}, int64_t begin, int64_t end)\n{{\n"
+    return (f"uint32_t {kernel}({', '.join(decls)}, int64_t begin, int64_t end, "
+            f"const int32_t *stop)\n{{\n"
             f"    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);\n"
+            f"    const int32_t *const flag = stop ? stop : &isk_never_stopped;\n"
+            f"    isk_stop_flag = flag;\n"
             f"    int64_t i = begin;\n"
-            f"    for (; i + ISK_BLOCK <= end; i += ISK_BLOCK)\n"
+            f"    for (; i + ISK_BLOCK <= end && !ISK_STOPPED(flag); i += ISK_BLOCK)\n"
             f"        {kernel}_block({', '.join(offsets)});\n"
-            f"    if (i < end)\n"
+            f"    if (i < end && !ISK_STOPPED(flag))\n"
             f"        {kernel}_tail({', '.join(names)}, i, end);\n"
             f"    return isk_fpe();\n}}\n")

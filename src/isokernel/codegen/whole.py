@@ -11,6 +11,14 @@ entry function calls in order. The small graphs of a training step
 (hundreds of nodes over arrays of a few thousand elements) then run with no
 per-node dispatch at all.
 
+The function takes the call's stop flag too (``pool.Stop``; NULL: never
+set), set when the caller is interrupted (Ctrl-C). It reads it between
+parts and, in a nest of at least ``POLL_WORK`` iterations, every
+``POLL_WORK`` iterations or fewer: in the outermost loop whose iterations
+hold fewer, or, where one innermost loop alone holds more, between strips of
+``POLL_WORK`` iterations of it (outside the innermost loop, which stays
+vectorized). A stopped call returns at once, its outputs unfinished.
+
 Orders of evaluation, fixed here and so the same on every call:
 - elementwise ops are ``C_EXPR``'s expressions, one per element (NumPy's
   bits for IEEE basic operations; transcendentals call the C math library);
@@ -27,6 +35,7 @@ bound of ``n·eps·Σ|terms|``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -57,6 +66,13 @@ TILED_COLUMNS = 32
 """Products with fewer output columns keep the plain nest: at 16 columns
 (the PINN of width 16) the blocks were slower than its short vector loop."""
 PART_NODES = 40  # nodes per C function (``_parts``)
+POLL_WORK = 1 << 16
+"""Most iterations of a nest between two reads of the stop flag (about
+0.1 ms of work); smaller nests read it only between parts."""
+WATCHED_WORK = 1 << 20
+"""Iterations of a whole program (about a millisecond) from which a call is
+worth a Ctrl-C inside it (``WholeProgram.polls``); a shorter one returns
+before a person notices."""
 MAX_STACK = 4096  # elements: a dot's rhs up to this size is repacked on the stack
 DTYPES = frozenset(CTYPE)
 
@@ -67,14 +83,18 @@ class WholeUnsupported(Exception):
 
 @dataclass(frozen=True)
 class WholeProgram:
-    """The C source and how to call it: ``args`` = inputs, constants, the
-    arena (``scratch`` bytes, ``ALIGN``-aligned), outputs."""
+    """The C source and how to call it: ``function(args, stop)``, ``args`` =
+    inputs, constants, the arena (``scratch`` bytes, ``ALIGN``-aligned),
+    outputs; ``stop`` the call's stop flag or NULL. ``polls``: a program of
+    at least ``WATCHED_WORK`` iterations, whose calls a Ctrl-C should reach
+    (``backends.cpu.pool.interruptible``)."""
     source: str
     function: str
     inputs: tuple[Node, ...]
     consts: tuple[Node, ...]
     outputs: tuple[Node, ...]
     scratch: int
+    polls: bool = False
 
 
 def unsupported(node: Node) -> str | None:
@@ -120,19 +140,36 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     text = "\n".join(parts)
     tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in graph.nodes
                            if n.op in TABLE)
-    calls = [f"    {function}_part{k}(args);" for k in range(len(parts))]
+    calls = [f"    {function}_part0(args);"]
+    for k in range(1, len(parts)):
+        calls += ["    if (ISK_STOPPED(flag))", "        return isk_fpe();",
+                  f"    {function}_part{k}(args);"]
     source = "\n".join([
         HEADER.format(kernel=function, graph=graph.name, block=1),
         simd_declarations(_math(text)) if vector_math else "",
         prelude(_called(text, HOST_HELPERS), host=True),
         *tables,
         text,
-        f"uint32_t {function}(void **args)\n{{",
+        f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
         "    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);",
+        "    const int32_t *const flag = stop ? stop : &isk_never_stopped;",
+        "    isk_stop_flag = flag;",
         *calls,
         "    return isk_fpe();\n}\n"])
+    work = sum(_iterations(node) for node in graph.nodes if node.op not in (Op.INPUT, Op.CONST))
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
-                        scratch)
+                        scratch, work >= WATCHED_WORK)
+
+
+def _iterations(node: Node) -> int:
+    """About how many loop iterations ``node`` takes: its elements, or the
+    elements it reads (a reduction), or its products (``dot_general``)."""
+    if node.op in REDUCE:
+        return node.inputs[0].aval.size
+    if node.op is Op.DOT_GENERAL:
+        a = node.inputs[0]
+        return node.aval.size * math.prod(a.shape[d] for d in node.attrs["contract"][0])
+    return node.aval.size
 
 
 def _parts(function: str, blocks: list, declarations: list) -> list[str]:
@@ -285,7 +322,8 @@ def _nest(shape, arrays: list[tuple[list[int], int]], statement) -> list[str]:
     """Loops over ``shape`` (size-1 axes dropped, adjacent axes merged where
     every array's strides allow); ``arrays``: per array its element strides
     over ``shape`` and its base offset. ``statement(indices)`` gets each
-    array's index expression and returns the loop body."""
+    array's index expression and returns the loop body. A nest of at least
+    ``POLL_WORK`` iterations reads the stop flag (``_poll_level``)."""
     dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
     merged: list[tuple[int, list[int]]] = []
     for n, strides in dims:
@@ -299,14 +337,61 @@ def _nest(shape, arrays: list[tuple[list[int], int]], statement) -> list[str]:
         terms += [_term(f"i{d}", strides[k]) for d, (_, strides) in enumerate(merged)
                   if strides[k]]
         indices.append(" + ".join(terms) or "0")
-    lines, pad = [], "        "
-    for d, (n, _) in enumerate(merged):
-        if d == len(merged) - 1 and n >= VECTOR_LOOP:
+    sizes = [n for n, _ in merged]
+    poll = _poll_level(sizes)
+    lines, ends, pad = [], [], "        "
+    for d, n in enumerate(sizes):
+        last, start = d == len(sizes) - 1, "0"
+        if poll is not None and poll[0] == d:
+            if last:  # one innermost loop of more than POLL_WORK: strips of it
+                lines += [f"{pad}for (int64_t i{d}s = 0; i{d}s < {n}; i{d}s += {POLL_WORK}) {{",
+                          f"{pad}    {_polled(f'i{d}s', 1)}",
+                          f"{pad}    const int64_t i{d}e = i{d}s + {POLL_WORK} < {n} ? "
+                          f"i{d}s + {POLL_WORK} : {n};"]
+                n, start = f"i{d}e", f"i{d}s"
+            else:
+                lines += [f"{pad}for (int64_t i{d} = 0; i{d} < {n}; i{d}++) {{",
+                          f"{pad}    {_polled(f'i{d}', poll[1])}"]
+            ends.append(f"{pad}}}")
+            pad += "    "
+            if not last:
+                continue
+        if last and (not isinstance(n, int) or n >= VECTOR_LOOP):
             lines.append("#pragma GCC unroll 1")
-        lines.append(f"{pad}for (int64_t i{d} = 0; i{d} < {n}; i{d}++)")
+        lines.append(f"{pad}for (int64_t i{d} = {start}; i{d} < {n}; i{d}++)")
         pad += "    "
     lines.append(pad + statement(indices))
-    return lines
+    return lines + ends[::-1]
+
+
+_POLL = "ISK_STOPPED(isk_stop_flag)"
+
+
+def _poll_level(sizes: list[int]) -> tuple[int, int] | None:
+    """Where a nest of ``sizes`` reads the stop flag: ``(level, every)``, the
+    outermost level whose iterations hold at most ``POLL_WORK`` iterations
+    of the nest, read every ``every`` (a power of two) of its iterations;
+    the innermost level when it alone holds more (read between strips of
+    it). None for a nest of fewer than ``POLL_WORK`` iterations."""
+    if not sizes or math.prod(sizes) < POLL_WORK:
+        return None
+    for level in range(len(sizes)):
+        inner = math.prod(sizes[level + 1:])
+        if inner <= POLL_WORK and level < len(sizes) - 1:
+            return level, _power_of_two(POLL_WORK // inner)
+    return len(sizes) - 1, 1
+
+
+def _power_of_two(n: int) -> int:
+    """The largest power of two no larger than ``n`` (1 for n < 2)."""
+    return 1 << max(n, 1).bit_length() - 1
+
+
+def _polled(index: str, every: int) -> str:
+    """The line that ends a part function once the call was stopped, read
+    when ``index`` is a multiple of ``every``."""
+    test = _POLL if every == 1 else f"({index} & {every - 1}) == 0 && {_POLL}"
+    return f"if ({test}) return;  /* the call was stopped */"
 
 
 def _term(var: str, stride: int) -> str:
@@ -454,9 +539,16 @@ def _tiled_product(out: str, ra: _Read, rb: _Read, ctype: str, zero: str, m, k, 
     a = f"{ra.name}[{ra.offset} + (i + r) * {am} + p * {ak}]"
     b = f"{rb.name}[{rb.offset} + p * {bk} + j + c]"
     pad = "        "
+    blocks, rows, rest = [], [], []
+    if m * n * k >= POLL_WORK:  # read the stop flag every POLL_WORK products or fewer
+        every = _power_of_two(POLL_WORK // (TILE_M * TILE_N * k))
+        blocks = [f"{pad}        {_polled('j', TILE_N * every)}"]
+        rows = [f"{pad}    {_polled('i', _power_of_two(POLL_WORK // max(1, (n - nt) * k)))}"]
+        rest = [f"{pad}        {_polled('j', _power_of_two(POLL_WORK // k))}"]
     return [
         f"{pad}for (int64_t i = 0; i < {mt}; i += {TILE_M})",
         f"{pad}    for (int64_t j = 0; j < {nt}; j += {TILE_N}) {{",
+        *blocks,
         f"{pad}        {ctype} s[{TILE_M}][{TILE_N}];",
         f"{pad}        for (int r = 0; r < {TILE_M}; r++)",
         f"{pad}            for (int c = 0; c < {TILE_N}; c++) s[r][c] = {zero};",
@@ -468,13 +560,16 @@ def _tiled_product(out: str, ra: _Read, rb: _Read, ctype: str, zero: str, m, k, 
         f"{pad}            for (int c = 0; c < {TILE_N}; c++) {out}[(i + r) * {n} + j + c] = "
         f"s[r][c];",
         f"{pad}    }}",
-        f"{pad}for (int64_t i = 0; i < {m}; i++)",  # the rows and columns beyond the blocks
+        f"{pad}for (int64_t i = 0; i < {m}; i++) {{",  # the rows and columns beyond the blocks
+        *rows,
         f"{pad}    for (int64_t j = i < {mt} ? {nt} : 0; j < {n}; j++) {{",
+        *rest,
         f"{pad}        {ctype} t = {zero};",
         f"{pad}        for (int64_t p = 0; p < {k}; p++) t = t + "
         f"{a.replace('(i + r)', 'i')} * {b.replace('j + c', 'j')};",
         f"{pad}        {out}[i * {n} + j] = t;",
-        f"{pad}    }}"]
+        f"{pad}    }}",
+        f"{pad}}}"]
 
 
 def _contiguous_rhs(b: Node, rb: _Read, order: list) -> tuple[list[str], _Read]:

@@ -37,7 +37,7 @@ from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import replay_errors, watched_flags
 from .numpy_rules import NUMPY_PROVIDER
-from .pool import SLICE_ROWS, resolve_workers, run_tasks, split, stop_flag, sub_slices
+from .pool import SLICE_ROWS, interruptible, resolve_workers, run_tasks, split, sub_slices
 from .staged import StagedExecutable, node_plan, stage_value
 
 PROVIDER = "c-native"
@@ -106,7 +106,8 @@ class NativeExecutable(StagedExecutable):
         for k, (body, name) in pairs.items():
             fn = getattr(library, name)
             count = len(body.row_inputs) + len(body.whole_inputs) + len(body.outputs)
-            fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64]
+            fn.argtypes = [ctypes.c_void_p] * count + [ctypes.c_int64, ctypes.c_int64,
+                                                       ctypes.c_void_p]  # + the stop flag
             fn.restype = ctypes.c_uint32  # the floating-point flags the rows raised
             kernels[k] = (body, fn)
         return kernels
@@ -116,11 +117,11 @@ class NativeExecutable(StagedExecutable):
         arrays = [np.ascontiguousarray(stage_value(env, x), dtype=x.dtype)
                   for x in (*body.row_inputs, *body.whole_inputs)]
         outs = self.allocate_outputs(region)
-        flagged = self._run_kernel(fn, [a.ctypes.data for a in (*arrays, *outs)])
+        flagged = self._run_kernel(fn, [a.ctypes.data for a in (*arrays, *outs)], body.polls)
         self._diagnose(region, env, flagged)
         env.update(zip(region.outputs, outs))
 
-    def _run_kernel(self, fn, pointers: list[int]) -> list[tuple[int, int, int]]:
+    def _run_kernel(self, fn, pointers: list[int], polls: bool) -> list[tuple[int, int, int]]:
         """``fn`` over the pixel axis: slices on the pool, each in calls of at
         most ``SLICE_ROWS`` rows, between which the stop flag (and, on the
         calling thread, a Ctrl-C) is seen. Returns ``(begin, end, flags)`` of
@@ -133,13 +134,13 @@ class NativeExecutable(StagedExecutable):
         flagged: list[list[tuple[int, int, int]]] = [[] for _ in slices]
 
         def work(c: int) -> None:
-            stop = stop_flag()
-            for a, b in sub_slices(*slices[c], SLICE_ROWS):
-                if stop:
-                    return
-                status = fn(*pointers, a, b)
-                if status:
-                    flagged[c].append((a, b, status))
+            with interruptible(polls) as stop:  # a kernel with loops reads it inside them
+                for a, b in sub_slices(*slices[c], SLICE_ROWS):
+                    if stop:
+                        return
+                    status = fn(*pointers, a, b, stop.address)
+                    if status:
+                        flagged[c].append((a, b, status))
         run_tasks(work, len(slices), self.workers)
         return [f for found in flagged for f in found]
 
@@ -194,7 +195,7 @@ class _Direct:
     def __init__(self, native: NativeExecutable, region: RowRegion, body, fn):
         graph = native.graph
         position = {x: i for i, x in enumerate(graph.inputs)}
-        self.native, self.region, self.fn = native, region, fn
+        self.native, self.region, self.fn, self.polls = native, region, fn, body.polls
         self.pixels = native.partition.pixels
         self.sources = [(position.get(x), x) for x in (*body.row_inputs, *body.whole_inputs)]
         self.consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
@@ -231,7 +232,11 @@ class _Direct:
         outs = [np.empty(shape, dtype) for shape, dtype in self.outs]
         pointers += [_ADDRESS_OF(_BYTE.from_buffer(o)) if o.size else o.ctypes.data
                      for o in outs]
-        status = self.fn(*pointers, 0, self.pixels)
+        if self.polls:  # loops: a Ctrl-C must reach them
+            with interruptible() as stop:
+                status = self.fn(*pointers, 0, self.pixels, stop.address)
+        else:
+            status = self.fn(*pointers, 0, self.pixels, None)
         if status:
             env = dict(zip(self.native.graph.inputs, arrays))
             self.native._diagnose(self.region, env, [(0, self.pixels, status)])

@@ -5,17 +5,24 @@ runs a call's tasks on the pool under one stop flag.
 ``threads`` and ``native`` run every call through ``run_tasks``: a call that
 fails or is interrupted (Ctrl-C) stops its tasks after their current tile (or
 C call) and waits for them before it raises, so no worker writes into a
-buffer the caller has let go.
+buffer the caller has let go. Generated C reads the same flag inside its
+loops; ``interruptible`` makes Ctrl-C set it while C code runs on the
+calling thread, where Python itself sees a signal only once the C call has
+returned.
 """
 
 from __future__ import annotations
 
+import _signal
 import contextvars
+import ctypes
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...codegen.driver import load_driver
 from ..hooks import cpu_budget
 
 
@@ -43,7 +50,8 @@ _STOP: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("isokernel_s
 SLICE_ROWS = 1 << 15
 """Rows per C call on the calling thread (native's kernel, the tile driver's
 tiles): Python sees a Ctrl-C only between two calls, so they stay short
-(under a millisecond for tau-omega)."""
+(under a millisecond for tau-omega); a kernel with loops also reads the
+stop flag inside them (``interruptible``)."""
 
 
 def shared_pool(workers: int) -> ThreadPoolExecutor:
@@ -83,8 +91,9 @@ def sub_slices(begin: int, end: int, rows: int):
 
 class Stop:
     """A call's stop flag, set when the call fails or is interrupted. Tasks
-    read it between tiles and between C calls; the tile driver reads it
-    between tiles through ``address``."""
+    read it between tiles and between C calls; C code reads it through
+    ``address``: the tile driver between tiles, generated kernels between
+    blocks of rows and every ``ISK_POLL`` iterations of their loops."""
 
     def __init__(self):
         self.flag = np.zeros(1, np.int32)
@@ -106,6 +115,83 @@ def stop_flag() -> Stop:
     A call made inline from inside a task reads its caller's flag."""
     found = _STOP.get()
     return NEVER if found is None else found
+
+
+class interruptible:
+    """``with interruptible() as stop:`` the flag that C code run in the
+    block reads (``stop.address``), set when the caller presses Ctrl-C.
+    ``interruptible(False)``: the current ``stop_flag()``, nothing watched
+    (C code without loops: Python sees a Ctrl-C between its short calls).
+
+    On the main thread outside a task group, with Python's own SIGINT
+    handler in place (``signal.default_int_handler``, as in a terminal or a
+    notebook cell): the main thread's flag, cleared, which SIGINT sets while
+    the block runs (the tile driver's ``isk_watch_sigint``; Python's handler
+    still runs). A block that a Ctrl-C cut short raises
+    ``KeyboardInterrupt`` as it ends: its results are unfinished. Anywhere
+    else it is the current ``stop_flag()``: a worker's group flag, which its
+    caller sets on Ctrl-C; on another thread no Ctrl-C arrives; a handler of
+    the user's own runs once the C call returns, as it always did. Costs
+    about 2 us (two ctypes calls, two ``sigaction``), so callers use it
+    only around C code with loops.
+
+    Python may raise the ``KeyboardInterrupt`` on entering ``__exit__``,
+    before its body runs; then the handler stays installed, which is
+    harmless: it still runs Python's after setting the main thread's flag,
+    which only a block reads, and clears first; the next block finds it in
+    place and keeps the handler it replaced."""
+
+    __slots__ = ("stop", "_watch", "_driver")
+
+    def __init__(self, watch: bool = True):
+        self._watch = watch
+
+    def __enter__(self) -> Stop:
+        self._driver = None
+        found = _STOP.get()
+        # _signal.getsignal: signal.getsignal's C function, without its enum conversion (8 us)
+        if not self._watch or found is not None or \
+                threading.get_ident() != threading.main_thread().ident or \
+                _signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            self.stop = NEVER if found is None else found
+            return self.stop
+        self.stop = _MAIN_STOP
+        _MAIN_STOP.flag[0] = 0
+        driver = _signal_driver()
+        if driver is not None and driver.watch_sigint(_MAIN_STOP.address):
+            self._driver = driver
+        return self.stop
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        if self._driver is None:
+            return False
+        self._driver.unwatch_sigint()
+        if kind is None and _MAIN_STOP:  # cut short by a Ctrl-C Python has not raised yet
+            _check_signals()
+            raise KeyboardInterrupt
+        return False
+
+
+_MAIN_STOP = Stop()
+"""The flag ``interruptible`` hands out on the main thread, one block at a time."""
+_DRIVER: list = []  # the tile driver, once loaded: it installs the SIGINT handler
+
+
+def _signal_driver():
+    """The tile driver, or None where it cannot be built (no C compiler: no
+    C code runs either)."""
+    if not _DRIVER:
+        try:
+            _DRIVER.append(load_driver())
+        except (RuntimeError, OSError):  # BackendUnavailableError, CompileError
+            return None
+    return _DRIVER[0]
+
+
+def _check_signals() -> None:
+    """Run Python's pending signal handlers now (``PyErr_CheckSignals``):
+    the default SIGINT handler raises ``KeyboardInterrupt`` here."""
+    ctypes.pythonapi.PyErr_CheckSignals()
 
 
 def run_tasks(work, count: int, workers: int) -> None:

@@ -46,6 +46,7 @@ from ..numerics import NATIVE_ULP_BOUND
 from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import watched_flags
+from .pool import interruptible
 from .reference import ReferenceExecutable
 
 PROVIDER = "c-whole"
@@ -69,7 +70,7 @@ class WholeExecutable(ExecutableBase):
             raise BackendUnavailableError(UNSUPPORTED.format(what=err)) from None
         library, self.built = codegen.build(self.program.source, False)
         self._fn = getattr(library, self.program.function)
-        self._fn.argtypes = [ctypes.c_void_p]
+        self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag
         self._fn.restype = ctypes.c_uint32
         self._consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
                         for x in self.program.consts]
@@ -93,7 +94,11 @@ class WholeExecutable(ExecutableBase):
             args = self._args
             args[:len(ins)] = pointers[:len(ins)]
             args[self._outputs_at:] = pointers[len(ins):]
-            status = self._fn(args)
+            if self.program.polls:  # long nests: a Ctrl-C must reach them
+                with interruptible() as stop:
+                    status = self._fn(args, stop.address)
+            else:
+                status = self._fn(args, None)
         if status and status & watched_flags():
             self._diagnose(ins)
         return tuple(outs)

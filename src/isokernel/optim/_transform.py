@@ -117,8 +117,8 @@ def _python_integer_power(x: float, n: int) -> np.float64:
 
 def divide_by_scalar(t, s):
     """``t / s`` for a 0-d ``s`` as XLA computes it: an array divided by a
-    broadcast scalar is ``t * (1 / s)`` there (its algebraic simplifier), a
-    0-d ``t`` is divided."""
+    broadcast scalar is ``t * (1 / s)`` there (its algebraic simplifier, from
+    jaxlib 0.10.1 on), a 0-d ``t`` is divided."""
     if inp.ndim(t) == 0:
         return inp.divide(t, s)
     return inp.multiply(t, inp.divide(1.0, s))
@@ -148,7 +148,9 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, *,
 
 
 def _rsqrt(x):
-    """XLA's rsqrt on the CPU is ``1 / sqrt`` (two roundings) in float64."""
+    """``1 / sqrt`` (two roundings), XLA's float64 rsqrt on a CPU without
+    AVX-512; with AVX-512 XLA refines the hardware estimate by Newton steps
+    instead (within 2 ulp of this), which only that hardware computes."""
     return inp.divide(1.0, inp.sqrt(x))
 
 

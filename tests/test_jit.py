@@ -169,3 +169,19 @@ def test_jit_of_a_partial_has_a_name_and_runs():
     f = ik.jit(functools.partial(lambda a, x: a * x, 2.0))
     assert "lambda" in f.__name__
     np.testing.assert_array_equal(f(np.ones(3)), 2.0 * np.ones(3))
+
+
+Y0 = np.array([1.0, -2.0])
+
+
+@pytest.mark.parametrize("strategy", ["reference", "native"])
+def test_a_function_with_an_array_default_argument_compiles(strategy):
+    """An array default makes the signature unhashable; jit names the
+    arguments without hashing it."""
+    def f(t, y0=Y0):
+        return t * y0
+    g = ik.jit(f, strategy=strategy)
+    np.testing.assert_array_equal(g(2.0), [2.0, -4.0])
+    np.testing.assert_array_equal(g(2.0, np.array([3.0, 4.0])), [6.0, 8.0])
+    np.testing.assert_array_equal(g(2.0, y0=np.array([5.0])), [10.0])
+    np.testing.assert_array_equal(g(3.0), [3.0, -6.0])

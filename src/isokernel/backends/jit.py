@@ -96,6 +96,7 @@ class Jitted:
         self.numerics = portable.check_mode(numerics) if numerics is not None else None
         self._default_numerics = portable.default_of(fun)
         self._sig = _signature(fun)
+        self._kinds = _parameter_kinds(self._sig)
         self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
         self._cache: dict = {}
         self._plain: dict = {}  # the small-call fast path: see ``__call__``
@@ -204,7 +205,7 @@ class Jitted:
     def _split(self, args, kwargs):
         """(dynamic parameter names, dynamic values, static items)."""
         if not kwargs and not self._static:
-            return _positional_names(self._sig, len(args)), args, ()
+            return _positional_names(self._kinds, len(args)), args, ()
         if self._sig is None:
             raise TypeError(f"jit({self.__name__}): keyword or static arguments need a "
                             f"function with an inspectable signature")
@@ -217,7 +218,7 @@ class Jitted:
 
     def _bind_statics(self, names, statics):
         """``fun`` as a function of the dynamic arguments alone."""
-        if self._sig is None or (not statics and names == _positional_names(self._sig,
+        if self._sig is None or (not statics and names == _positional_names(self._kinds,
                                                                              len(names))):
             return self.fun
 
@@ -475,23 +476,33 @@ def _signature(fun):
         return None
 
 
+def _parameter_kinds(sig) -> tuple | None:
+    """Each parameter's (name, kind), all that naming positional arguments
+    needs: hashable whatever the defaults are (an array default makes the
+    ``Signature`` itself unhashable)."""
+    if sig is None:
+        return None
+    return tuple((p.name, p.kind) for p in sig.parameters.values())
+
+
 @functools.lru_cache(maxsize=256)
-def _cached_positional_names(sig, n: int) -> tuple[str, ...]:
+def _cached_positional_names(kinds, n: int) -> tuple[str, ...]:
     names = []
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_POSITIONAL:
-            names += [f"{p.name}[{i}]" for i in range(n - len(names))]
+    for name, kind in kinds:
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}[{i}]" for i in range(n - len(names))]
             break
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            names.append(p.name)
+        if kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.append(name)
     names += [f"arg{i}" for i in range(len(names), n)]
     return tuple(names[:n])
 
 
-def _positional_names(sig, n: int) -> tuple[str, ...]:
-    if sig is None:
+def _positional_names(kinds, n: int) -> tuple[str, ...]:
+    """The names of ``n`` positional arguments; ``kinds`` from ``_parameter_kinds``."""
+    if kinds is None:
         return tuple(f"arg{i}" for i in range(n))
-    return _cached_positional_names(sig, n)
+    return _cached_positional_names(kinds, n)
 
 
 def _static_names(sig, static_argnames, static_argnums, fun) -> frozenset[str]:

@@ -134,12 +134,13 @@ static __attribute__((noinline)) void isk_kepler_r0_block(const double *restrict
     double isk_l2[ISK_BLOCK * 1];  /* between the stages */
     double isk_l3[ISK_BLOCK * 1];  /* between the stages */
     uint8_t isk_l4[ISK_BLOCK * 1];  /* between the stages */
+    const int32_t *const isk_flag = isk_stop_flag;  /* read once per step */
     for (int64_t j = 0; j < ISK_BLOCK; j++)
         isk_kepler_r0_s0_point(j, in0, in1, isk_l0, isk_l1);
     for (int64_t j = 0; j < ISK_BLOCK; j++)
         isk_kepler_r0_s1i_point(j, isk_l0, isk_l1, in1, in0, isk_l2, isk_l3, isk_l4);
     while (isk_running(isk_l4) > 0) {  /* every row steps; those that stopped keep their carry */
-        if (ISK_STOPPED(isk_stop_flag))  /* the call was stopped */
+        if (ISK_STOPPED(isk_flag))  /* the call was stopped */
             break;
         for (int64_t j = 0; j < ISK_BLOCK; j++)
             isk_kepler_r0_s1s_point(j, in1, in0, isk_l2, isk_l3, isk_l4);

@@ -203,6 +203,7 @@ def _stages(lanes: LaneBlock) -> str:
     by = {name: ", by columns" for name in lanes.column_arrays}
     lines = [f"    {c} {name}[ISK_BLOCK * {n}];  /* between the stages{by.get(name, '')} */"
              for c, name, n in lanes.arrays]
+    lines.append("    const int32_t *const isk_flag = isk_stop_flag;  /* read once per step */")
     for stage in lanes.stages:
         args = [f"isk_c_{a}" if a in lanes.columns else a for a in stage.args]
         call = f"{stage.name}(j, {', '.join(args)});"
@@ -213,7 +214,7 @@ def _stages(lanes: LaneBlock) -> str:
         limit = "ISK_BLOCK / 8" if stage.finish else "0"
         lines += [f"    while (isk_running({stage.flags}) > {limit}) {{  /* every row steps; "
                   f"those that stopped keep their carry */",
-                  "        if (ISK_STOPPED(isk_stop_flag))  /* the call was stopped */",
+                  "        if (ISK_STOPPED(isk_flag))  /* the call was stopped */",
                   "            break;",
                   *(f"        {line}" for line in every), "    }"]
         if stage.finish:

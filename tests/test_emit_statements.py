@@ -335,6 +335,20 @@ def test_a_traced_condition_and_step_as_a_while_loop():
     assert _same(c, want) and _same(steps, count) and flags == 0
 
 
+def test_control_loops_read_the_stop_flag_in_host_c_only():
+    """A while loop and the loop of a region primitive read the call's stop
+    flag every ``ISK_POLL`` iterations in host C (``ISK_POLLED``, one counter
+    per function); the plain C a CUDA wrapper takes has no such line, and a
+    loop over a row's elements (a ``For`` built without ``polls``) reads
+    nothing."""
+    for body in (halving_while(), _traced_for(), _traced_while()):
+        assert body.polls and "uint32_t isk_polls = 0;" in body.host_function
+        assert body.host_function.count("if (ISK_POLLED(isk_polls))") == 1
+        assert "ISK_POLLED" not in body.function and "isk_polls" not in body.function
+    for body in (static_for(), nested()):
+        assert not body.polls and "ISK_POLLED" not in body.host_function
+
+
 def test_traced_loops_compile_with_nvrtc():
     compiler = nvrtc_or_skip()
     sources = [cuda.body_source(_traced_for(), "isk_traced_for", "A traced for loop"),

@@ -293,9 +293,9 @@ def polls(stmts) -> bool:
     for s in stmts:
         if isinstance(s, While) or (isinstance(s, For) and s.polls):
             return True
-        inside = {Block: lambda b: b.body, For: lambda f: f.body,
-                  If: lambda i: (*i.then, *i.otherwise)}.get(type(s))
-        if inside is not None and polls(inside(s)):
+        if isinstance(s, (Block, For)) and polls(s.body):
+            return True
+        if isinstance(s, If) and polls((*s.then, *s.otherwise)):
             return True
     return False
 

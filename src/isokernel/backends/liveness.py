@@ -173,6 +173,12 @@ def staged_release(part: Partition) -> list[list[list[Node]]]:
     return release
 
 
+def drop(env: dict, dead: list[Node]) -> None:
+    """Forget the values ``staged_release`` lists for a step."""
+    for node in dead:
+        env.pop(node, None)
+
+
 def _staged_storage(part: Partition) -> dict[Node, Node | None]:
     """The storage backing each value a staged run holds: whole ops as in
     ``_storage``; a region's outputs are arrays of their own, its other nodes

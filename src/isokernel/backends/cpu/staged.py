@@ -14,7 +14,7 @@ from ...codegen.pixel import Outside, Partition, RowRegion
 from ...ir import Graph, Node, Op
 from ..capsules import lookup
 from ..executable import ExecutableBase
-from ..liveness import staged_release
+from ..liveness import drop, staged_release
 from ..planning import NodePlan, Plan
 from ..reductions import check_mode
 from ..reductions import kernel as reduction_kernel
@@ -51,10 +51,10 @@ class StagedExecutable(ExecutableBase):
             if isinstance(stage, Outside):
                 for node, dead in zip(stage.nodes, release):
                     env[node] = self._whole[node](*(stage_value(env, x) for x in node.inputs))
-                    _drop(env, dead)
+                    drop(env, dead)
             else:
                 self.run_region(k, stage, env)
-                _drop(env, release[0])
+                drop(env, release[0])
         return tuple(stage_value(env, x) for x in self.graph.outputs)
 
     def _whole_kernel(self, node: Node):
@@ -97,11 +97,6 @@ def stage_value(env: dict, node: Node):
     if node.op is Op.CONST:
         return node.attrs["value"].value
     return env[node]
-
-
-def _drop(env: dict, dead: list[Node]) -> None:
-    for node in dead:
-        env.pop(node, None)
 
 
 def node_plan(plan: Plan, part: Partition, provider: str,

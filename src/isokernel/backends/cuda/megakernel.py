@@ -29,7 +29,7 @@ from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
 from ...transforms.fusion import unfuse
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
-from ..liveness import staged_release
+from ..liveness import drop, staged_release
 from ..numerics import CUDA_ULP_BOUND
 from ..planning import Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
@@ -76,11 +76,11 @@ class CudaMegakernelExecutable(ExecutableBase):
             for stage, release in zip(self.partition.stages, self._release):
                 if isinstance(stage, RowRegion):
                     self._run_region(stage, env)
-                    _drop(env, release[0])
+                    drop(env, release[0])
                     continue
                 for node, dead in zip(stage.nodes, release):  # each value after its last reader
                     env[node] = ex.run_node(node, env)
-                    _drop(env, dead)
+                    drop(env, dead)
             return tuple(ex.value(x, env) for x in self.graph.outputs)
 
     def _run_region(self, region: RowRegion, env: dict) -> None:
@@ -112,11 +112,6 @@ class CudaMegakernelExecutable(ExecutableBase):
                   ("launch", "; ".join(shapes) or "no region kernel (nothing row-local)"),
                   ("cubin", cubin)]
         return lines
-
-
-def _drop(env: dict, dead) -> None:
-    for node in dead:
-        env.pop(node, None)
 
 
 def _policy(op: Op, contract: bool) -> NumericalPolicy:

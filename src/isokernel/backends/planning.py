@@ -64,6 +64,12 @@ def plan(graph: Graph, profile: Profile) -> Plan:
     return Plan(graph, profile, chosen)
 
 
+def plan_ops(graph: Graph, profile: Profile, options: dict | None = None) -> Plan:
+    """The default planner of a ``StrategySpec``: ``plan``, one capsule per op
+    (a strategy's options do not change it)."""
+    return plan(graph, profile)
+
+
 def _every_node(graph: Graph, context: str):
     """Each node with where it sits: '' at the top, else 'in body NAME of
     OP at LINE' (nested bodies chain)."""

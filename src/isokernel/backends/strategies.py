@@ -4,7 +4,10 @@ choice ``auto`` makes.
 A spec is everything isokernel knows about a strategy: its name, device and
 written contract, its priority for ``auto``, its memory model (what
 ``deploy`` sizes with), its profile (the capsules it accepts), the options
-it takes and its compiler (plan -> ``Executable``). The built-in strategies
+it takes, how it prepares the graph it runs (``prepare``: only a strategy with
+kernels for fused forms fuses), how it plans that graph (``planner``: the
+capsule of every node, made once and reported as made) and its compiler
+(plan -> ``Executable``). The built-in strategies
 register their specs when ``isokernel.backends`` is imported (``cpu/`` and
 ``cuda/``); a strategy defined elsewhere registers its own with
 ``register_strategy`` and is then chosen, reported and listed like them.
@@ -17,10 +20,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..ir import BackendUnavailableError
+from ..ir import BackendUnavailableError, Graph
 from .devices import DEVICE_KINDS, Device, unavailable_reason
 from .executable import Executable
-from .planning import Plan, Profile
+from .planning import Plan, Profile, plan_ops
 
 MEMORY_KINDS = ("eager", "tiled", "fused", "arena")
 TRAFFIC_KINDS = ("eager", "fused")
@@ -48,12 +51,25 @@ class MemoryModel:
     tile_rows: Callable[[int, int], int] | None = field(default=None, compare=False)
 
 
+def same_graph(graph: Graph) -> Graph:
+    """The default ``prepare``: the strategy runs the graph as recorded."""
+    return graph
+
+
 @dataclass(frozen=True)
 class StrategySpec:
     """One strategy. ``compiler(plan, **options)`` returns an ``Executable``;
     ``options`` names the keyword options it accepts. ``auto_priority``:
     ``auto`` takes the available strategy of the inputs' device with the
-    highest priority (None: ``auto`` never takes it)."""
+    highest priority (None: ``auto`` never takes it).
+
+    ``jit`` lowers a recording through three calls, each made once:
+    ``prepare(graph)`` (the graph the strategy runs; the identity unless the
+    strategy rewrites it, as ``cuda-fused`` fuses), ``plan(graph, options)``
+    (``planner(graph, profile, options)``: an accepted capsule for every node,
+    or ``PlanningError``; a strategy that splits the graph binds capsules per
+    node and may carry its split in the plan) and ``build(plan, options)``.
+    The executable runs, and the report shows, that one plan."""
 
     name: str
     device: str
@@ -63,17 +79,27 @@ class StrategySpec:
     compiler: Callable[..., Executable] = field(compare=False)
     auto_priority: int | None = None
     options: frozenset[str] = frozenset()
+    prepare: Callable[[Graph], Graph] = field(default=same_graph, compare=False)
+    planner: Callable[[Graph, Profile, dict], Plan] = field(default=plan_ops, compare=False)
 
     def unavailable_reason(self) -> str | None:
         return unavailable_reason(Device(self.device)) or self.profile.unavailable_reason()
 
+    def plan(self, graph: Graph, options: dict) -> Plan:
+        """The plan this strategy runs ``graph`` (already ``prepare``d) by."""
+        self._check_options(options)
+        return self.planner(graph, self.profile, options)
+
     def build(self, plan: Plan, options: dict) -> Executable:
+        self._check_options(options)
+        return self.compiler(plan, **options)
+
+    def _check_options(self, options: dict) -> None:
         unknown = set(options) - self.options
         if unknown:
             accepted = ", ".join(sorted(self.options)) or "none"
             raise TypeError(f"strategy '{self.name}' does not take option(s) "
                             f"{', '.join(sorted(unknown))}; it accepts: {accepted}")
-        return self.compiler(plan, **options)
 
 
 _STRATEGIES: dict[str, StrategySpec] = {}
@@ -115,6 +141,9 @@ def _spec_problems(spec: StrategySpec) -> list[str]:
         (not isinstance(spec.profile, Profile) or spec.profile.device == spec.device,
          f"its profile is for another device than {spec.device!r}"),
         (callable(spec.compiler), "compiler must be callable as compiler(plan, **options)"),
+        (callable(spec.prepare), "prepare must be callable as prepare(graph) -> graph"),
+        (callable(spec.planner),
+         "planner must be callable as planner(graph, profile, options) -> plan"),
         (isinstance(spec.options, frozenset) and all(isinstance(o, str) for o in spec.options),
          "options must be a frozenset of option names"),
     ]

@@ -183,7 +183,7 @@ def inline_threshold(rounds: int) -> dict:
 
 
 def _workers() -> int:
-    from isokernel.backends.hooks import cpu_budget
+    from isokernel.backends.platform import cpu_budget
     return cpu_budget().value
 
 

@@ -76,8 +76,8 @@ TABLES = {
                                                    | CONTROL | PROJECTION),
     ("isokernel.backends.cpu.numpy_rules", "_NAMES"): ("within", ALL - LEAF),
     ("isokernel.backends.cpu.loops", "NO_LOOP_DTYPES"): ("within", ELEMENTWISE),
-    ("isokernel.backends.blocks", "_WHY"): ("within", ALL - LEAF),
-    ("isokernel.backends.blocks", "_RESIZE"): ("within", ALL),
+    ("isokernel.pipeline.blocks", "_WHY"): ("within", ALL - LEAF),
+    ("isokernel.pipeline.blocks", "_RESIZE"): ("within", ALL),
     ("isokernel.control.report", "_TEXT"): ("within", CONTROL),
 }
 

@@ -16,6 +16,7 @@ import isokernel.numpy as inp
 from isokernel import deploy
 from isokernel.backends import MemoryModel, all_strategies, static_liveness
 from isokernel.backends.cpu.threads import default_tile_rows
+from isokernel.backends.platform import Figure
 from isokernel.deploy import (
     HostBudget,
     MemoryShape,
@@ -29,7 +30,6 @@ from isokernel.deploy import (
     shard_tasks,
 )
 from isokernel.deploy.cost import eager_bytes, fused_bytes
-from isokernel.deploy.platform import Figure
 
 P = 1000
 X = np.linspace(0.1, 1.0, P)

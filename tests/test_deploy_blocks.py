@@ -12,12 +12,11 @@ from hypothesis import strategies as st
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import deploy
-from isokernel.backends import hooks
-from isokernel.backends.blocks import BlockError, pixel_rows, resize_rows
+from isokernel.backends.platform import Figure
 from isokernel.deploy import HostBudget
-from isokernel.deploy.platform import Figure
 from isokernel.ir import verify
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
+from isokernel.pipeline.blocks import BlockError, pixel_rows, resize_rows
 
 from .test_random_programs import make_inputs, programs, run_program
 
@@ -155,18 +154,12 @@ def test_block_values_are_checked():
             ik.jit(tau_omega, block=bad)
 
 
-def test_auto_without_a_planner_names_the_fix():
-    previous = hooks.install_block_planner(None)
-    try:
-        with pytest.raises(RuntimeError, match=r"import isokernel.deploy .* block=<pixel rows>"):
-            ik.jit(tau_omega, block="auto")
-        args = synthetic_inputs(100, np.float32)
-        compiled = ik.jit(tau_omega, strategy="reference", block=30).lower(*args).compile()
-        assert compiled.block_choice.line == "block 30 pixel rows (operator override)"
-        assert same_bits(compiled(*args), unchunked(tau_omega, *args))
-    finally:
-        hooks.install_block_planner(previous)
-    assert hooks.install_block_planner(previous) is deploy.plan_block
+def test_an_explicit_block_is_recorded_beside_the_budget_decision():
+    args = synthetic_inputs(100, np.float32)
+    compiled = ik.jit(tau_omega, strategy="reference", block=30).lower(*args).compile()
+    assert compiled.block_choice.block == 30
+    assert "operator override" in compiled.block_choice.line
+    assert same_bits(compiled(*args), unchunked(tau_omega, *args))
 
 
 def _tight(memory: int):

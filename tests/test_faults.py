@@ -35,12 +35,12 @@ from isokernel import __version__, codegen
 from isokernel.backends import get_strategy, strategies
 from isokernel.backends.cpu import loops, native, pool, threads
 from isokernel.backends.parity import bit_identical
+from isokernel.backends.platform import memory_budget
 from isokernel.cli import main
 from isokernel.codegen import cache, cuda, nvrtc
 from isokernel.codegen import compiler as cc
 from isokernel.codegen import driver as drv
 from isokernel.deploy import BudgetError
-from isokernel.deploy.platform import memory_budget
 from isokernel.ir import BackendUnavailableError, Op
 from isokernel.models import run as run_module
 from isokernel.models.run import run, scene_dataset, write_scene

@@ -24,9 +24,9 @@ import isokernel as ik
 import isokernel.numpy as inp
 import isokernel.random
 from isokernel import codegen, deploy
+from isokernel.backends.platform import Figure
 from isokernel.codegen.pixel import partition
 from isokernel.deploy import HostBudget, memory_shape
-from isokernel.deploy.platform import Figure
 
 pytestmark = [
     pytest.mark.skipif(codegen.unavailable_reason() is not None,

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from isokernel.deploy.platform import Figure, cpu_budget, memory_budget
+from isokernel.backends.platform import Figure, cpu_budget, memory_budget
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "platform")
 GIB = 1 << 30

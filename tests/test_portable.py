@@ -9,6 +9,7 @@ mpmath.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import pathlib
 import sys
@@ -21,6 +22,7 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.backends import all_strategies
 from isokernel.ir import Op
+from isokernel.pipeline import CallKey
 from isokernel.record import portable
 from isokernel.record.portable import BASIC_OPS, LOWERINGS, numerics
 
@@ -286,10 +288,9 @@ def test_unknown_numerics_are_refused_with_the_choices():
 
 
 def test_retrace_message_names_a_numerics_change():
-    from isokernel.backends.jit import _what_changed
-    key = ((), None, (), (), "reference", "native")
-    assert "numerics changed from native to portable" in _what_changed(
-        key, key[:-1] + ("portable",), [])
+    key = CallKey((), None, (), (), "reference", "native")
+    assert "numerics changed from native to portable" in dataclasses.replace(
+        key, numerics="portable").changed_from(key, [])
 
 
 def test_weak_python_scalars_stay_python_scalars():

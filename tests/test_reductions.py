@@ -5,6 +5,7 @@ variable) and the report."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -18,6 +19,7 @@ from isokernel.backends import reductions
 from isokernel.backends.parity import bit_identical
 from isokernel.ir import Op
 from isokernel.ir.errors import BackendUnavailableError
+from isokernel.pipeline import CallKey
 
 from .conftest import OWN_ORDER, assert_contract
 
@@ -166,7 +168,6 @@ def test_bad_option_values_are_refused():
 
 
 def test_the_mode_is_part_of_the_cache_key(monkeypatch):
-    from isokernel.backends.jit import _what_changed
     monkeypatch.delenv(reductions.ENV, raising=False)
     f = ik.jit(_model, strategy="reference")
     args = _inputs()
@@ -176,9 +177,9 @@ def test_the_mode_is_part_of_the_cache_key(monkeypatch):
     monkeypatch.setenv(reductions.ENV, "on")  # the same mode: no new recording
     f(*args)
     assert len(f._cache) == 2
-    key = ((), None, (), (), "reference", "native")
-    assert "reductions changed from reference to tree" in _what_changed(
-        key, key[:4] + ("tree", "native"), [])
+    key = CallKey((), None, (), (), "reference", "native")
+    assert "reductions changed from reference to tree" in dataclasses.replace(
+        key, reductions="tree").changed_from(key, [])
 
 
 _REDUCERS = {"sum": inp.sum, "max": inp.max, "min": inp.min, "mean": inp.mean,

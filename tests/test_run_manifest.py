@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from isokernel import __version__
-from isokernel.backends import jit
 from isokernel.cli import main
 from isokernel.models import run as run_module
 from isokernel.models.run import (
@@ -28,6 +27,7 @@ from isokernel.models.run import (
     scene_dataset,
 )
 from isokernel.models.soil_moisture import RETRIEVAL_INPUTS, Grid, generate_scene, retrieve
+from isokernel.pipeline import jit
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")

@@ -16,8 +16,8 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.backends.cpu import loops, threads
 from isokernel.backends.parity import bit_identical
+from isokernel.backends.platform import cpu_budget
 from isokernel.codegen.pixel import partition
-from isokernel.deploy.platform import cpu_budget
 from isokernel.ir import EVAL, Op, dtypes
 from isokernel.ir.ops import COMPARE, LAYOUT, TRANSFORM_ONLY
 

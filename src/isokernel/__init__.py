@@ -3,7 +3,6 @@ arrays, and run it as a NumPy oracle, on every CPU core, as compiled native
 code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
-# deploy installs the block planner, report lines, probe and CPU budget into jit
 from . import deploy, nn, ode, optim, optimize, random, scipy
 from .backends import (
     Capsule,
@@ -12,9 +11,7 @@ from .backends import (
     MemoryModel,
     NumericalPolicy,
     Profile,
-    RetraceWarning,
     StrategySpec,
-    jit,
     plan,
     register_strategy,
     unregister_strategy,
@@ -33,6 +30,7 @@ from .ir import (
     verify,
 )
 from .ir.pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
+from .pipeline import RetraceWarning, jit
 from .record import ShapeDtype, replay, trace
 from .record.portable import numerics
 from .train import CheckpointError, Trainer, load, save

@@ -1,5 +1,6 @@
 """Execution: the strategy interface (``StrategySpec``, ``Executable``) and
-its registry, capsules, profiles and planning, and ``jit``. The core modules
+its registry, capsules, profiles and planning, and the platform's CPU and
+memory figures. ``jit`` sits above, in ``isokernel.pipeline``. The core modules
 here import no strategy; ``cpu/`` and ``cuda/`` hold the built-in strategies,
 which register their specs when this package is imported."""
 
@@ -7,10 +8,8 @@ from . import cpu, cuda  # noqa: F401  (registers the built-in strategies)
 from .capsules import Capsule, NumericalPolicy, register, registered
 from .devices import Device, parse_device, unavailable_reason
 from .executable import Executable, ExecutableBase
-from .jit import Compiled, Jitted, Lowered, RetraceWarning, jit
 from .liveness import Liveness, static_liveness
 from .planning import NodePlan, Plan, Profile, plan
-from .report import Report
 from .strategies import (
     MemoryModel,
     StrategySpec,
@@ -22,9 +21,8 @@ from .strategies import (
 )
 
 __all__ = [
-    "Capsule", "Compiled", "Device", "Executable", "ExecutableBase", "Jitted", "Liveness",
-    "Lowered", "MemoryModel", "NodePlan", "NumericalPolicy", "Plan", "Profile", "Report",
-    "RetraceWarning", "StrategySpec", "all_strategies", "choose", "get_strategy", "jit",
-    "parse_device", "plan", "register", "register_strategy", "registered", "static_liveness",
-    "unavailable_reason", "unregister_strategy",
+    "Capsule", "Device", "Executable", "ExecutableBase", "Liveness", "MemoryModel", "NodePlan",
+    "NumericalPolicy", "Plan", "Profile", "StrategySpec", "all_strategies", "choose",
+    "get_strategy", "parse_device", "plan", "register", "register_strategy", "registered",
+    "static_liveness", "unavailable_reason", "unregister_strategy",
 ]

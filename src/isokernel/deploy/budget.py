@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..backends.devices import Device, unavailable_reason
 from ..backends.liveness import format_bytes
-from .platform import Figure, cpu_budget, memory_budget
+from ..backends.platform import Figure, cpu_budget, memory_budget
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,23 @@
 """Sizing a compiled function: the block planner behind ``jit(block="auto")``,
 the sizing line of the report, the report's deploy lines and the measured
-probe that runs beside ``compiled.measure()``. ``isokernel.deploy`` installs
-these into ``backends`` (which cannot import this layer) at import time."""
+probe that runs beside ``compiled.measure()``; ``isokernel.pipeline`` calls
+each."""
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..backends import all_strategies, get_strategy
-from ..backends.hooks import BlockChoice
 from ..backends.liveness import format_bytes
+from ..backends.platform import Figure
 from ..backends.strategies import TRAFFIC_KINDS
 from ..codegen.pixel import pixel_count
 from ..ir import Graph, IsokernelError
 from .budget import HostBudget, host_budget
 from .cost import intensity, roofline_knee, traffic_intensity
-from .platform import Figure
 from .probe import Probe, measure_device, measure_host
 from .shape import MemoryShape, memory_shape, pixel_io_bytes
 from .solver import Decision, block_concurrency, largest_block, shard_tasks
@@ -34,6 +34,15 @@ _PROBES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 class BudgetError(IsokernelError, MemoryError):
     """Not even one pixel row fits the memory budget."""
+
+
+@dataclass(frozen=True)
+class BlockChoice:
+    """Pixel rows per block (None: run the call whole) and the decision as
+    one line with its terms and their sources."""
+
+    block: int | None
+    line: str
 
 
 def _usable(memory: Figure) -> Figure:
@@ -74,7 +83,9 @@ def block_decision(graph: Graph, strategy: str, budget: HostBudget,
 
 
 def plan_block(compiled, requested) -> BlockChoice:
-    """The block planner installed for ``jit(block=...)``."""
+    """The block decision behind ``jit(block=...)``: ``"auto"`` sizes blocks
+    to the memory budget; an explicit number of rows is checked against it
+    and recorded."""
     graph, strategy = compiled.graph, compiled.lowered.strategy.name
     if not pixel_count(graph):
         return BlockChoice(None, "no input has a pixel axis: the call runs whole")
@@ -87,7 +98,7 @@ def plan_block(compiled, requested) -> BlockChoice:
 
 
 def admission(compiled):
-    """The admission check installed for whole calls: a call whose working
+    """The admission check of whole calls: a call whose working
     set (the memory shape less its pixel inputs, a lower bound) exceeds the
     memory budget is refused before any work, with the sizing line; calls
     below ``ADMISSION_FLOOR`` are not checked."""
@@ -144,7 +155,7 @@ def _intensity_line(graph: Graph, strategy: str, budget: HostBudget) -> str:
 
 def report_lines(compiled) -> list[tuple[str, str]]:
     """The deploy lines of ``compiled.report()``."""
-    graph, strategy = compiled.graph, compiled.lowered.strategy.name
+    graph, strategy = compiled.lowered.recorded, compiled.lowered.strategy.name
     budget = host_budget()
     shapes = {s.name: memory_shape(graph, s.name, workers=budget.cpus.value)
               for s in all_strategies()}

@@ -47,7 +47,6 @@ from ..backends import get_strategy, static_liveness
 from ..backends.liveness import Liveness, format_bytes, staged_liveness
 from ..codegen.pixel import partition, pixel_count
 from ..ir import Graph, Node
-from ..transforms.fusion import unfuse
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def _staged(graph: Graph, rows: _Rows, kind: str, copies: bool) -> tuple[int, in
     """The peak of a staged run: ``fused`` partitions by the C emitter's
     acceptance, ``tiled`` takes every row-local op into its regions."""
     accept = codegen.supports if kind == "fused" else (lambda node, modes: True)
-    part = partition(unfuse(graph), accept=accept)
+    part = partition(graph, accept=accept)
     return _affine(lambda nbytes: staged_liveness(part, nbytes, copies), rows)
 
 
@@ -140,14 +139,18 @@ BASIS = {
 
 def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
     """The memory shape of ``graph`` under ``strategy`` by its memory model
-    (``workers``: threads running tiles at once, for the tiled model)."""
-    model = get_strategy(strategy).memory
+    (``workers``: threads running tiles at once, for the tiled model).
+    ``graph`` as recorded: the shape is that of the graph the strategy runs,
+    ``prepare(graph)`` (``cuda-fused`` fuses; the others run it as it is)."""
+    spec = get_strategy(strategy)
+    model = spec.memory
+    graph = spec.prepare(graph)
     rows = _Rows(graph)
     if model.kind in ("fused", "tiled"):
         copies = model.kind == "fused" and model.marshal
         fixed, per, live = _staged(graph, rows, model.kind, copies)
-    else:  # eager; an arena holds the unfused graph's values (native-whole unfuses)
-        fixed, per, live = _eager(unfuse(graph) if model.kind == "arena" else graph, rows)
+    else:  # eager, or an arena holding the eager walk's values
+        fixed, per, live = _eager(graph, rows)
     basis = BASIS[model.kind].format(live=live)
     scratch = 0
     if model.kind == "arena":

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 
 from ..backends.liveness import format_bytes
-from .platform import Figure
+from ..backends.platform import Figure
 from .shape import MemoryShape
 
 LOG = logging.getLogger("isokernel.deploy")

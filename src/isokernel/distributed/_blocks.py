@@ -15,8 +15,8 @@ from numbers import Integral
 
 import numpy as np
 
-from ..backends import jit
 from ..ir.pytree import tree_flatten, tree_unflatten
+from ..pipeline import jit
 from ..transforms import value_and_grad
 
 REDUCTIONS = ("mean", "sum")

@@ -35,10 +35,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..backends import jit
 from ..backends.devices import Device, unavailable_reason
 from ..ir import BackendUnavailableError, DTypeError, IsokernelError
 from ..ir.pytree import tree_flatten, tree_unflatten
+from ..pipeline import jit
 from . import _blocks
 
 NAME = "collective_value_and_grad"

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends import all_strategies, jit
+from ..backends import all_strategies
 from ..backends.parity import bit_identical, max_ulp
 from ..ir.errors import BackendUnavailableError, PlanningError
+from ..pipeline import jit
 from .soil_moisture import (
     REFINED_INPUTS,
     RETRIEVAL_INPUTS,

@@ -56,9 +56,10 @@ from importlib import metadata
 
 import numpy as np
 
-from ..backends import choose, jit
+from ..backends import choose
 from ..backends.devices import Device
-from ..backends.hooks import cpu_budget
+from ..backends.platform import cpu_budget
+from ..pipeline import jit
 from .soil_moisture import REFINED_INPUTS, RETRIEVAL_INPUTS, observe, retrieve, retrieve_refined
 
 CHUNK_PIXELS = 1 << 20  # default chunk size when the input is not chunked

@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-from ..backends import jit
 from ..ir import dtypes
+from ..pipeline import jit
 from ..record import ShapeDtype
 
 MEASURE_LIMIT_BYTES = 1 << 30

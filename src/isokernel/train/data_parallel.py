@@ -15,12 +15,12 @@ import sys
 
 import numpy as np
 
-from ..backends import jit
 from ..backends.devices import Device
 from ..backends.strategies import choose
 from ..distributed import DistributedValueAndGrad, reference_value_and_grad, value_and_grad
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import apply_updates
+from ..pipeline import jit
 
 SERIAL = "serial"  # the client that runs the blocks in this process
 NO_AUX = ("Trainer(client=...): has_aux=True is not supported data-parallel (each block's aux "

@@ -22,9 +22,9 @@ import threading
 
 import numpy as np
 
-from ..backends import jit
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import GradientTransformation, apply_updates
+from ..pipeline import jit
 from ..transforms import value_and_grad
 from .data_parallel import DataParallel
 from .saving import CheckpointError, load, save

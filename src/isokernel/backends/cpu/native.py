@@ -28,17 +28,16 @@ import numpy as np
 
 from ... import codegen
 from ...codegen.pixel import RowRegion, partition
-from ...ir import Op
+from ...ir import Graph, Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
-from ...transforms.fusion import unfuse
 from ..capsules import Capsule, NumericalPolicy, register
 from ..numerics import NATIVE_ULP_BOUND
-from ..planning import Plan, Profile
+from ..planning import Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import replay_errors, watched_flags
 from .numpy_rules import NUMPY_PROVIDER
 from .pool import SLICE_ROWS, interruptible, resolve_workers, run_tasks, split, sub_slices
-from .staged import StagedExecutable, node_plan, stage_value
+from .staged import StagedExecutable, StagedPlan, stage_value, staged_plan
 
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
@@ -65,20 +64,22 @@ def _supports(node, modes) -> bool:
     return codegen.supports(node, modes)
 
 
-class NativeExecutable(StagedExecutable):
-    forms_run = ("native inlines each form's body into the generated C, where the whole "
-                 "row region is one fused loop")
+def plan_native(graph: Graph, profile: Profile, options: dict) -> StagedPlan:
+    """``native``'s plan: the row regions the C emitter accepts, their nodes
+    under the generated C's capsules (with FMA contraction when asked), the
+    rest under the reference's."""
+    provider = PROVIDER_FMA if options.get("contract") else PROVIDER
+    return staged_plan(graph, profile, partition(graph, accept=_supports), provider)
 
-    def __init__(self, plan: Plan, workers: int | None = None, contract: bool = False,
+
+class NativeExecutable(StagedExecutable):
+    def __init__(self, plan: StagedPlan, workers: int | None = None, contract: bool = False,
                  reductions: str = "reference"):
         count, self.workers_source = resolve_workers(workers)
-        super().__init__(plan, partition(unfuse(plan.graph), accept=_supports), count,
-                         reductions)
+        super().__init__(plan, count, reductions)
         self.contract = bool(contract)
         self.compiler = codegen.current_compiler()
         self._kernels = self._compile()
-        provider = PROVIDER_FMA if self.contract else PROVIDER
-        self.plan = node_plan(plan, self.partition, provider)
         self._direct = _Direct.of(self) if self.partition.pixels <= INLINE_ROWS else None
 
     def call_flat(self, arrays) -> tuple:
@@ -304,4 +305,4 @@ SPEC = register_strategy(StrategySpec(
                     frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
     memory=MemoryModel("fused", "fused", marshal=True),
     compiler=NativeExecutable, auto_priority=30,
-    options=frozenset({"workers", "contract", "reductions"})))
+    options=frozenset({"workers", "contract", "reductions"}), planner=plan_native))

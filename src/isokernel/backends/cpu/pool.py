@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...codegen.driver import load_driver
-from ..hooks import cpu_budget
+from ..platform import cpu_budget
 
 
 def resolve_workers(workers: int | None) -> tuple[int, str]:
     """The worker count and where it came from: ``workers=`` wins, else the
-    installed CPU budget (``hooks.cpu_budget``: deploy's affinity ∩ cgroup
-    quota, or the scheduler affinity alone when none is installed)."""
+    CPU budget (``platform.cpu_budget``: the scheduler affinity ∩ the cgroup
+    quota)."""
     if workers is not None:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ValueError(f"workers={workers!r}: give a positive integer, e.g. workers=2")

@@ -1,12 +1,13 @@
 """What ``threads`` and ``native`` share to run a partitioned graph: the
 staged executor (whole stages by the reference rules, row regions by the
-strategy), the value of a node in a run, and the plan as run, with capsules
-bound per node."""
+strategy), the value of a node in a run, and the plan that runs, made once
+by the strategy's planner: the partition, with capsules bound per node."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from ...ir import Graph, Node, Op
 from ..capsules import lookup
 from ..executable import ExecutableBase
 from ..liveness import drop, staged_release
-from ..planning import NodePlan, Plan
+from ..planning import NodePlan, Profile, plan
 from ..reductions import check_mode
 from ..reductions import kernel as reduction_kernel
 from .contraction import is_sliceable, sliced
@@ -27,14 +28,12 @@ class StagedExecutable(ExecutableBase):
     """Runs a partition: whole stages by the reference rules, regions by
     ``run_region``; each value is dropped after the last op (or region) that
     reads it, inside a whole stage too (``liveness.staged_release``).
-    The partition's graph is the plan's with every fused form unfused (the
-    CPU strategies run a form's composition: ``threads`` has no kernels for
-    the forms and ``native`` fuses the whole region anyway). ``workers``:
-    the pool's worker count, which also runs deterministic reductions."""
+    The partition is the plan's (``StagedPlan``). ``workers``: the pool's
+    worker count, which also runs deterministic reductions."""
 
-    def __init__(self, plan: Plan, part: Partition, workers: int,
-                 reductions: str = "reference"):
+    def __init__(self, plan: StagedPlan, workers: int, reductions: str = "reference"):
         super().__init__(plan)
+        part = plan.partition
         self.workers = workers
         self.graph: Graph = part.graph
         self.partition = part
@@ -99,11 +98,25 @@ def stage_value(env: dict, node: Node):
     return env[node]
 
 
-def node_plan(plan: Plan, part: Partition, provider: str,
-              by_stage: dict[int, str] | None = None) -> NodePlan:
-    """The plan as run: nodes inside a region under ``provider``'s capsules
-    (or the provider ``by_stage`` names for that region's stage), the others
-    under the reference's."""
+@dataclass(frozen=True)
+class StagedPlan(NodePlan):
+    """The plan of a staged strategy: its partition of the graph, each node's
+    capsule (inside a region the strategy's, outside the reference's), and
+    what the planner built per region to choose them (``regions``: stage
+    index -> the strategy's region runner, where choosing a capsule needed
+    one)."""
+
+    partition: Partition | None = None
+    regions: dict = field(default_factory=dict)
+
+
+def staged_plan(graph: Graph, profile: Profile, part: Partition, provider: str,
+                by_stage: dict[int, str] | None = None,
+                regions: dict | None = None) -> StagedPlan:
+    """Every op accepted by ``profile`` (else ``PlanningError``), then each
+    node bound: inside a region to ``provider``'s capsule (or the provider
+    ``by_stage`` names for that region's stage), outside to the reference's."""
+    accepted = plan(graph, profile)
     inside = {n: (by_stage or {}).get(k, provider) for k, stage in enumerate(part.stages)
               if isinstance(stage, RowRegion) for n in stage.nodes}
     capsules = {}
@@ -111,4 +124,4 @@ def node_plan(plan: Plan, part: Partition, provider: str,
         if node.op in (Op.INPUT, Op.CONST):
             continue
         capsules[node] = lookup(node.op, inside.get(node, NUMPY_PROVIDER))
-    return NodePlan(part.graph, plan.profile, plan.capsules, capsules)
+    return StagedPlan(part.graph, profile, accepted.capsules, capsules, part, regions or {})

@@ -38,18 +38,17 @@ import threading
 import numpy as np
 
 from ...codegen.pixel import ROWS, WHOLE, RowRegion, partition
-from ...ir import EVAL, Node, Op
+from ...ir import EVAL, Graph, Node, Op
 from ...ir.ops import CONTROL, LINALG
-from ...transforms.fusion import unfuse
 from ..capsules import Capsule, register, registered
 from ..liveness import VIEW_OPS
-from ..planning import Plan, Profile
+from ..planning import Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from . import loops
 from .numpy_rules import NUMPY_PROVIDER
 from .pool import SLICE_ROWS, in_worker, resolve_workers, run_tasks, split, stop_flag
 from .reference import ReferenceExecutable
-from .staged import StagedExecutable, node_plan, stage_value
+from .staged import StagedExecutable, StagedPlan, stage_value, staged_plan
 
 PROVIDER = "numpy-tiles"
 PROVIDER_LOOPS = "numpy-loops"
@@ -133,8 +132,8 @@ NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET})
 """The ops without a tile rule (``INTO``): leaves; the matrix product and the
 dense factorizations and solves (``ops.LINALG``), which always run whole:
 BLAS may block a row slice differently from the full matrix; fused forms,
-which this strategy has no kernels for: it unfuses the graph first and
-tiles the composition; and control flow with the gets that read its
+which this strategy has no kernels for (it never fuses: its graph holds the
+composition, which it tiles); and control flow with the gets that read its
 results: row-local control flow runs in the tiles by its EVAL rule
 (``IN_TILES_BY_EVAL``), other control flow (the reverse passes of a while
 loop, a loop whose body reads across pixels) runs whole by its EVAL rule."""
@@ -539,22 +538,29 @@ def _probe_whole(node: Node):
 
 # --- NumPy's diagnostics for rows a compiled kernel ran -----------------------------------
 
-class ThreadsExecutable(StagedExecutable):
-    forms_run = ("threads has no kernels for the forms: it unfuses them and runs the "
-                 "composition in its tiles")
+def plan_threads(graph: Graph, profile: Profile, options: dict) -> StagedPlan:
+    """``threads``' plan: every row-local op in a region; a region whose
+    program runs on the GIL-free driver binds the strided loops' capsules,
+    the others the tiles'. Choosing needs the region's tiles and program, so
+    the plan carries the region runners it built."""
+    tile_rows = options.get("tile_rows")
+    if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
+        raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
+                         f"tile_rows=4096, or leave it to the L2 cache size")
+    workers, _ = resolve_workers(options.get("workers"))
+    part = partition(graph)
+    runners = {k: RegionRunner(s, part.pixels, workers, tile_rows)
+               for k, s in enumerate(part.stages) if isinstance(s, RowRegion)}
+    gil_free = {k: PROVIDER_LOOPS for k, r in runners.items() if r.planned_gil_free}
+    return staged_plan(graph, profile, part, PROVIDER, gil_free, runners)
 
-    def __init__(self, plan: Plan, workers: int | None = None, tile_rows: int | None = None,
-                 reductions: str = "reference"):
+
+class ThreadsExecutable(StagedExecutable):
+    def __init__(self, plan: StagedPlan, workers: int | None = None,
+                 tile_rows: int | None = None, reductions: str = "reference"):
         count, self.workers_source = resolve_workers(workers)
-        super().__init__(plan, partition(unfuse(plan.graph)), count, reductions)
-        if tile_rows is not None and (not isinstance(tile_rows, int) or tile_rows < 1):
-            raise ValueError(f"tile_rows={tile_rows!r}: give a positive integer, e.g. "
-                             f"tile_rows=4096, or leave it to the L2 cache size")
-        self._runners = {k: RegionRunner(s, self.partition.pixels, self.workers, tile_rows)
-                         for k, s in enumerate(self.partition.stages)
-                         if isinstance(s, RowRegion)}
-        gil_free = {k: PROVIDER_LOOPS for k, r in self._runners.items() if r.planned_gil_free}
-        self.plan = node_plan(plan, self.partition, PROVIDER, gil_free)
+        super().__init__(plan, count, reductions)
+        self._runners = plan.regions
         self._inline = (ReferenceExecutable(plan, reductions) if self._is_small(tile_rows)
                         else None)
 
@@ -639,4 +645,4 @@ SPEC = register_strategy(StrategySpec(
                     frozenset({"checked", "reference"})),
     memory=MemoryModel("tiled", "fused", marshal=True, tile_rows=default_tile_rows),
     compiler=ThreadsExecutable, auto_priority=20,
-    options=frozenset({"workers", "tile_rows", "reductions"})))
+    options=frozenset({"workers", "tile_rows", "reductions"}), planner=plan_threads))

@@ -39,7 +39,6 @@ from ...codegen.whole import ALIGN, OPS, POINTWISE, WholeUnsupported, emit_whole
 from ...ir import Op
 from ...ir.errors import BackendUnavailableError
 from ...ir.ops import REDUCE, TABLE, TRANSCENDENTAL
-from ...transforms.fusion import unfuse
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
 from ..numerics import NATIVE_ULP_BOUND
@@ -57,11 +56,9 @@ UNSUPPORTED = ("strategy 'native-whole' cannot write {what} as C in one function
 
 
 class WholeExecutable(ExecutableBase):
-    forms_run = "native-whole writes each form's body into the one C function"
-
     def __init__(self, plan: Plan):
         super().__init__(plan)
-        self.graph = unfuse(plan.graph)
+        self.graph = plan.graph
         self.compiler = codegen.current_compiler()
         stem = re.sub(r"\W", "_", self.graph.name) or "f"
         try:

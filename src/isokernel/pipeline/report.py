@@ -6,8 +6,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from .capsules import Capsule
-from .liveness import Liveness
+from ..backends.capsules import Capsule
+from ..backends.liveness import Liveness
 
 
 @dataclass

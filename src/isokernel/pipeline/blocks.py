@@ -26,10 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..backends.executable import Executable
 from ..codegen.pixel import ROWS, WHOLE, pixel_count, row_modes
 from ..ir import SHAPE, Attrs, Aval, Graph, IsokernelError, Node, Op, SubGraph
-from .executable import Executable
-from .planning import plan
 
 
 class BlockError(IsokernelError, ValueError):
@@ -188,9 +187,8 @@ class BlockRunner:
         """The strategy's executable for ``n`` pixel rows."""
         if n not in self._executables:
             graph = resize_rows(self.graph, self.rows, n)
-            strategy = self.compiled.lowered.strategy
-            accepted = plan(graph, strategy.profile)
-            self._executables[n] = strategy.build(accepted, self.compiled.lowered.options)
+            strategy, options = self.compiled.lowered.strategy, self.compiled.lowered.options
+            self._executables[n] = strategy.build(strategy.plan(graph, options), options)
         return self._executables[n]
 
     def call_flat(self, arrays: Sequence) -> tuple:

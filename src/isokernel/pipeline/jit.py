@@ -1,0 +1,319 @@
+"""``jit``: record once per input signature (``key.CallKey``), lower for a
+strategy, compile, and call the cached compilation.
+
+A changed key records again; after ``RETRACE_WARN_AFTER`` retraces a
+warning names the argument that keeps changing.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import warnings
+
+import numpy as np
+
+from ..backends import reductions
+from ..backends.devices import Device, device_of, parse_device, require
+from ..backends.strategies import choose, get_strategy
+from ..ir import DTypeError
+from ..ir.pytree import leaf_paths, tree_flatten, tree_unflatten
+from ..record import current_builder, portable, trace_flat
+from ..transforms import prepare_for_execution
+from ..transforms.api import copy_identity
+from .compile import Compiled, Lowered
+from .key import CallKey, MaskedArgument, Static, leaf_key
+
+RETRACE_WARN_AFTER = 3
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function keeps being recorded again for new arguments."""
+
+
+def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
+        static_argnums=(), block=None, numerics: str | None = None,
+        deterministic_reductions: bool | None = None, **options):
+    """Compile ``fun`` for the shapes and dtypes it is called with.
+
+    ``strategy``: ``auto`` or the name of a registered strategy (``isokernel
+    devices`` lists them; ``auto`` takes the available one of the inputs'
+    device with the highest priority). ``device``: ``cpu``,
+    ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
+    refused). Inputs, outputs and static arguments may be pytrees. Usable as
+    ``@jit`` or ``@jit(strategy=...)``. ``block``: None (run each call
+    whole), a number of pixel rows (run axis 0 block by block, same bits), or
+    ``"auto"`` (the installed planner sizes blocks to the memory budget).
+    ``numerics``: ``native`` (each platform's math library) or ``portable``
+    (every transcendental recorded as one shared decomposition into basic
+    operations: the same bits on every strategy); by default the model's own
+    ``@isokernel.numerics(...)`` default, else the enclosing ``with
+    isokernel.numerics(...)``, else ``native``. ``deterministic_reductions``:
+    reductions over the pixel axis combine partial results in a fixed tree
+    of fixed blocks (``backends.reductions``), the same bits for every worker
+    count and device; by default ``ISOKERNEL_DETERMINISTIC_REDUCTIONS``,
+    else off (the reference's NumPy order, run whole). Other keyword options
+    go to the strategy (``workers=``, ``contract=``, ``tile_rows=``).
+    """
+    if fun is None:
+        return functools.partial(jit, strategy=strategy, device=device,
+                                 static_argnames=static_argnames,
+                                 static_argnums=static_argnums, block=block,
+                                 numerics=numerics,
+                                 deterministic_reductions=deterministic_reductions, **options)
+    return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block,
+                  numerics, deterministic_reductions)
+
+
+class Jitted:
+    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
+                 block=None, numerics=None, deterministic_reductions=None):
+        check_block(block)
+        self.block = block
+        reductions.resolve(deterministic_reductions)  # checks the value now
+        self.deterministic_reductions = deterministic_reductions
+        if strategy != "auto":
+            get_strategy(strategy)  # raises naming the registered strategies
+        self.fun = fun
+        self.strategy = strategy
+        self.device = require(parse_device(device)) if device is not None else None
+        if self.device is not None and strategy != "auto":
+            choose(strategy, self.device)
+        self.options = dict(options)
+        self.numerics = portable.check_mode(numerics) if numerics is not None else None
+        self._default_numerics = portable.default_of(fun)
+        self._sig = _signature(fun)
+        self._kinds = _parameter_kinds(self._sig)
+        self._static = _static_names(self._sig, static_argnames, static_argnums, fun)
+        self._cache: dict = {}
+        self._plain: dict = {}  # the small-call fast path: see ``__call__``
+        self._lock = threading.Lock()  # one recording per key, however many threads call
+        self._last_key = None
+        self.retraces = 0
+        copy_identity(self, fun)
+        if not hasattr(self, "__name__"):  # a functools.partial, a callable object
+            self.__name__ = _function_name(fun)
+
+    def __call__(self, *args, **kwargs):
+        if current_builder() is not None:  # inside a recording: inline
+            if self.numerics is None:
+                return self.fun(*args, **kwargs)
+            with portable.numerics(self.numerics):
+                return self.fun(*args, **kwargs)
+        if not kwargs:  # the fast path: positional NumPy arrays, a call seen before
+            plain = self._plain_key(args)
+            compiled = self._plain.get(plain) if plain is not None else None
+            if compiled is not None:
+                return compiled.call_plain(args)
+        names, dynamic, statics = self.split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = self.key(names, treedef, leaves, statics)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._compile(key, names, dynamic, statics)
+        if not kwargs and plain is not None and compiled.plain_ok:
+            self._plain[plain] = compiled
+        return compiled.call_flat(leaves)
+
+    def _plain_key(self, args) -> tuple | None:
+        """The fast path's key: each argument's shape and dtype when every one
+        is a plain NumPy array in native byte order (and no argument is
+        static), with the reduction and numerics modes; else None."""
+        if self._static:
+            return None
+        key = []
+        for a in args:
+            if type(a) is not np.ndarray or not a.dtype.isnative:
+                return None
+            key.append((a.shape, a.dtype))
+        return (*key, self.reductions_mode()[0], self.numerics_mode())
+
+    def _compile(self, key, names, dynamic, statics) -> Compiled:
+        """Record and compile for ``key`` once: concurrent first calls wait
+        for the one recording instead of each making their own."""
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                compiled = self._lower(key, names, dynamic, statics).compile()
+                self._cache[key] = compiled
+            return compiled
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Record for these arguments without compiling; ``.graph`` is the
+        recording, ``.compile()`` the next step."""
+        names, dynamic, statics = self.split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = self.key(names, treedef, leaves, statics)
+        return self._lower(key, names, dynamic, statics)
+
+    def numerics_mode(self) -> str:
+        """The numerics a call made now records with: this jit's own, else
+        the enclosing ``numerics(...)``, else the model's default, else
+        ``native``."""
+        return self.numerics or portable.explicit() or self._default_numerics or "native"
+
+    def reductions_mode(self) -> tuple[str, str]:
+        """(mode, source) of pixel-axis reductions for a call made now."""
+        return reductions.resolve(self.deterministic_reductions)
+
+    def key(self, names, treedef, leaves, statics) -> CallKey:
+        """The compile-cache key of a call (``split``'s parts, the leaves flat)."""
+        try:
+            leaf_keys = tuple(map(leaf_key, leaves))
+        except MaskedArgument:
+            raise DTypeError(self._masked_message(names, treedef, leaves)) from None
+        return CallKey(names, treedef, leaf_keys, tuple((n, Static(v)) for n, v in statics),
+                       self.reductions_mode()[0], self.numerics_mode())
+
+    def _masked_message(self, names, treedef, leaves) -> str:
+        dynamic = tree_unflatten(treedef, leaves)
+        paths = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
+        name = next(p for p, x in zip(paths, leaves) if isinstance(x, np.ma.MaskedArray))
+        return (f"jit({self.__name__}): argument '{name}' is a NumPy masked array; isokernel "
+                f"computes on plain arrays and would drop its mask (masked values would be "
+                f"computed as data). Pass {name}.filled(np.nan) to carry masked values as "
+                f"NaN, or pass {name}.data and the mask separately and combine them with "
+                f"inp.where")
+
+    def _lower(self, key, names, dynamic, statics) -> Lowered:
+        arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
+        self._note_trace(key, arg_names)
+        leaves, _ = tree_flatten(dynamic)
+        device = self.device or _request_device(self.strategy, leaves)
+        strategy = choose(self.strategy, device)
+        with portable.numerics(key.numerics):
+            graph, out_tree, captures = trace_flat(self._bind_statics(names, statics), dynamic,
+                                                   names=arg_names, name=self.__name__)
+        if captures:
+            raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
+                            f"it as an argument")
+        return Lowered(self, prepare_for_execution(graph), key, out_tree, strategy, device)
+
+    def split(self, args, kwargs):
+        """(dynamic parameter names, dynamic values, static items)."""
+        if not kwargs and not self._static:
+            return _positional_names(self._kinds, len(args)), args, ()
+        if self._sig is None:
+            raise TypeError(f"jit({self.__name__}): keyword or static arguments need a "
+                            f"function with an inspectable signature")
+        bound = self._sig.bind(*args, **kwargs)
+        statics = tuple((n, v) for n, v in bound.arguments.items() if n in self._static)
+        dynamic = [(n, v) for n, v in bound.arguments.items() if n not in self._static]
+        for name, value in statics:
+            _check_hashable(self.__name__, name, value)
+        return tuple(n for n, _ in dynamic), tuple(v for _, v in dynamic), statics
+
+    def _bind_statics(self, names, statics):
+        """``fun`` as a function of the dynamic arguments alone."""
+        if self._sig is None or (not statics and names == _positional_names(self._kinds,
+                                                                             len(names))):
+            return self.fun
+
+        def call(*dynamic):
+            arguments = dict(zip(names, dynamic)) | dict(statics)
+            ordered = {p: arguments[p] for p in self._sig.parameters if p in arguments}
+            bound = inspect.BoundArguments(self._sig, ordered)
+            return self.fun(*bound.args, **bound.kwargs)
+        return call
+
+    def _note_trace(self, key, leaf_names) -> None:
+        previous, self._last_key = self._last_key, key
+        if previous is None:
+            return
+        self.retraces += 1
+        if self.retraces >= RETRACE_WARN_AFTER:
+            change = key.changed_from(previous, leaf_names)
+            warnings.warn(f"jit({self.__name__}) recorded again ({self.retraces} retraces): "
+                          f"{change}. Keep shapes and dtypes fixed, or mark the argument "
+                          f"static with static_argnames",
+                          RetraceWarning, stacklevel=4)
+
+
+def _request_device(strategy: str, leaves) -> Device:
+    """The inputs' device; a GPU strategy named explicitly for host inputs
+    runs on its device (the inputs are uploaded, the report says so)."""
+    device = device_of(leaves)
+    if device.kind == "cpu" and strategy != "auto" and get_strategy(strategy).device != "cpu":
+        return Device(get_strategy(strategy).device)
+    return device
+
+
+def _signature(fun):
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+
+
+def _parameter_kinds(sig) -> tuple | None:
+    """Each parameter's (name, kind), all that naming positional arguments
+    needs: hashable whatever the defaults are (an array default makes the
+    ``Signature`` itself unhashable)."""
+    if sig is None:
+        return None
+    return tuple((p.name, p.kind) for p in sig.parameters.values())
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_positional_names(kinds, n: int) -> tuple[str, ...]:
+    names = []
+    for name, kind in kinds:
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}[{i}]" for i in range(n - len(names))]
+            break
+        if kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.append(name)
+    names += [f"arg{i}" for i in range(len(names), n)]
+    return tuple(names[:n])
+
+
+def _positional_names(kinds, n: int) -> tuple[str, ...]:
+    """The names of ``n`` positional arguments; ``kinds`` from ``_parameter_kinds``."""
+    if kinds is None:
+        return tuple(f"arg{i}" for i in range(n))
+    return _cached_positional_names(kinds, n)
+
+
+def _static_names(sig, static_argnames, static_argnums, fun) -> frozenset[str]:
+    names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    if (names or nums) and sig is None:
+        raise TypeError(f"jit({_function_name(fun)}): static arguments need a "
+                        f"function with an inspectable signature")
+    params = list(sig.parameters) if sig is not None else []
+    for i in nums:
+        if not -len(params) <= i < len(params):
+            raise ValueError(f"static_argnums {i} is out of range for {len(params)} parameters")
+        names.add(params[i])
+    unknown = names - set(params)
+    if unknown:
+        raise ValueError(f"static_argnames {sorted(unknown)} are not parameters of "
+                         f"{_function_name(fun)}{sig}")
+    return frozenset(names)
+
+
+def _function_name(fun) -> str:
+    """The name of a user's callable for a message (a partial or another
+    callable object has none: its repr)."""
+    try:
+        return fun.__name__
+    except AttributeError:
+        return repr(fun)
+
+
+def _check_hashable(fname: str, name: str, value) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"jit({fname}): static argument '{name}' is a {type(value).__name__}, "
+                        f"which is not hashable; pass a tuple or another hashable value"
+                        ) from None
+
+def check_block(block) -> None:
+    """``block`` is None, ``"auto"`` or a positive number of pixel rows."""
+    if block is None or block == "auto":
+        return
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+        raise ValueError(f"block must be None, 'auto' or a positive number of pixel rows, "
+                         f"got {block!r}")

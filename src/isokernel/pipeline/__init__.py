@@ -7,8 +7,7 @@ check, sizing and report lines of ``deploy``, which it calls directly.
 
 from .blocks import BlockError, BlockRunner, pixel_rows, resize_rows
 from .compile import Compiled, Lowered
-from .jit import Jitted, RetraceWarning, jit
-from .key import CallKey
+from .jit import CallKey, Jitted, RetraceWarning, jit
 from .report import Report
 
 __all__ = ["BlockError", "BlockRunner", "CallKey", "Compiled", "Jitted", "Lowered", "Report",

@@ -26,7 +26,6 @@ from ..ir.pytree import LEAF, tree_flatten, tree_unflatten
 from ..record.tables import refuse_hardware_modes
 from ..transforms.fusion import report_lines as fused_lines
 from .blocks import BlockRunner
-from .key import CallKey, on_device
 from .report import Report
 
 
@@ -35,7 +34,7 @@ class Lowered:
     as the transforms left it, ``graph`` as the strategy runs it
     (``strategy.prepare(recorded)``)."""
 
-    def __init__(self, jitted, recorded, key: CallKey, out_tree, strategy, device: Device):
+    def __init__(self, jitted, recorded, key, out_tree, strategy, device: Device):
         self.jitted = jitted
         self.recorded = recorded
         self.graph = strategy.prepare(recorded)
@@ -174,6 +173,11 @@ def _unflattener(out_tree):
     if out_tree.kind == "tuple" and all(c == LEAF for c in out_tree.children):
         return tuple
     return functools.partial(tree_unflatten, out_tree)
+
+
+def on_device(x) -> bool:
+    """Whether ``x`` is a device (CUDA) array."""
+    return hasattr(x, "__cuda_array_interface__")
 
 
 def _arrays(leaves, dtypes_) -> list:

@@ -15,6 +15,7 @@ composition, and the report counts both.
 from __future__ import annotations
 
 from ...codegen import nvrtc
+from ...transforms.fusion import fuse
 from ..planning import Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .capsules import CUDA_TRUST, FORM_PROVIDER, PROVIDERS
@@ -43,4 +44,4 @@ SPEC = register_strategy(StrategySpec(
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("eager", "eager"),
     compiler=CudaFusedExecutable, auto_priority=20,
-    options=frozenset({"device", "reductions"})))
+    options=frozenset({"device", "reductions"}), prepare=fuse))

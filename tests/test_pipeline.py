@@ -1,0 +1,120 @@
+"""The pipeline's shape: one call walks down the layers (``jit`` in
+``pipeline`` calls ``deploy`` and ``backends`` directly, and nothing below
+calls up except a function it was handed as an argument), no callbacks are
+installed at import time, and only a strategy with kernels for fused forms
+fuses (so none unfuses)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import pathlib
+import sys
+
+import numpy as np
+
+import isokernel as ik
+import isokernel.numpy as inp
+
+SRC = pathlib.Path(ik.__file__).parent
+# top to bottom, as the import contract in pyproject.toml orders them
+LAYERS = ["cli", "models", "scenes", "reports", "train", "distributed", "pipeline", "deploy",
+          "ode", "optimize", "optim", "nn", "linalg", "random", "backends", "codegen",
+          "control", "transforms", "record", "ir"]
+SAME = [{"models", "scenes", "reports"}, {"ode", "optimize", "optim", "nn"},
+        {"linalg", "random"}, {"control", "transforms"}]
+
+
+def _package(filename: str) -> str | None:
+    if not filename.startswith(str(SRC)):
+        return None
+    return os.path.relpath(filename, SRC).split(os.sep)[0].removesuffix(".py")
+
+
+def _above(callee: str, caller: str) -> bool:
+    if callee not in LAYERS or caller not in LAYERS:
+        return False
+    if any({callee, caller} <= group for group in SAME):
+        return False
+    return LAYERS.index(callee) < LAYERS.index(caller)
+
+
+def _handed_over(frame, caller) -> bool:
+    """``frame``'s function is one of ``caller``'s arguments (a callback)."""
+    code = caller.f_code
+    arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    for name in arguments:
+        value = caller.f_locals.get(name)
+        function = getattr(value, "__func__", value)
+        if getattr(function, "__code__", None) is frame.f_code:
+            return True
+    return False
+
+
+def _walk(call) -> tuple[set[str], list[str]]:
+    """The isokernel files a call runs code in, and each call into a higher
+    layer that was not a function handed down as an argument."""
+    files, upward = set(), []
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        callee = _package(frame.f_code.co_filename)
+        if callee is None:
+            return
+        files.add(os.path.relpath(frame.f_code.co_filename, SRC))
+        caller = frame.f_back
+        while caller is not None and _package(caller.f_code.co_filename) is None:
+            caller = caller.f_back
+        if caller is None:
+            return
+        below = _package(caller.f_code.co_filename)
+        if _above(callee, below) and not _handed_over(frame, caller):
+            upward.append(f"{below}.{caller.f_code.co_name} -> {callee}.{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return files, upward
+
+
+def test_a_first_native_call_walks_down_the_layers():
+    def model(x, y):
+        return inp.sin(x) * y + x
+    x = np.linspace(0.0, 1.0, 1000)
+    files, upward = _walk(lambda: ik.jit(model, strategy="native")(x, x * 2.0))
+    assert upward == []
+    assert {"pipeline/jit.py", "pipeline/compile.py", "deploy/plan.py",
+            "backends/cpu/native.py"} <= files
+    assert not any(f.startswith(("models", "train", "distributed")) for f in files)
+
+
+def test_a_block_call_and_its_report_walk_down_the_layers():
+    def model(x):
+        return inp.exp(-x) + 1.0
+    x = np.linspace(0.0, 1.0, 1000)
+    f = ik.jit(model, strategy="threads", block=300)
+    _, upward = _walk(lambda: (f(x), str(f.lower(x).compile().report())))
+    assert upward == []
+
+
+def test_nothing_is_installed_at_import_time():
+    assert importlib.util.find_spec("isokernel.backends.hooks") is None
+    assert not hasattr(ik.backends, "hooks")
+
+
+def test_only_the_fusion_module_unfuses():
+    """No strategy fuses for another and unfuses again: ``unfuse`` is
+    defined (a public transform) and called nowhere else in the package."""
+    callers = []
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", getattr(node.func, "attr", None))
+                if name == "unfuse":
+                    callers.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert callers == []

@@ -29,7 +29,7 @@ and vwc for every pixel of the scene's grid:
 - ``read inputs`` and ``write outputs``: loading the retrieval's 8 inputs
   from the scene file, and writing its 3 outputs as NetCDF, in this process:
   the file I/O that the ``run`` rows include;
-- ``run``: ``isokernel.models.run.run`` without a cluster (``isokernel run``
+- ``run``: ``isokernel.scenes.run`` without a cluster (``isokernel run``
   without ``--dask``): read, compute chunk by chunk, write the output file;
 - ``dask-1``, ``dask-2``: the same ``run`` on a LocalCluster of 1 and 2
   worker processes, one Dask thread each: the clusters ``open_client("local",
@@ -200,8 +200,8 @@ def timed(fn, *args):
 
 def make_scene(folder: str, pixels: int):
     """The synthetic scene written once as NetCDF; returns (path, grid)."""
-    from isokernel.models.run import write_scene
     from isokernel.models.soil_moisture import Grid, generate_scene
+    from isokernel.scenes import write_scene
     path, grid = os.path.join(folder, "scene.nc"), Grid.square(pixels)
     scene, made = timed(generate_scene, pixels)
     _, wrote = timed(write_scene, path, scene, grid, _quiet)
@@ -231,7 +231,7 @@ def write_outputs(outputs: dict, grid, path: str) -> None:
 def run_call(scene: str, output: str, chunks: dict, address: str | None):
     """``isokernel run soil-moisture SCENE OUTPUT`` in this process (address
     None) or on the cluster at ``address``; replaces its own earlier output."""
-    from isokernel.models.run import run
+    from isokernel.scenes import run
 
     def call():
         return run(MODEL, scene, output, chunks=chunks, dask_address=address, progress=False,
@@ -241,7 +241,7 @@ def run_call(scene: str, output: str, chunks: dict, address: str | None):
 
 def start_clusters() -> dict:
     """One client per worker count, on the LocalCluster ``--dask local`` starts."""
-    from isokernel.models.run import open_client
+    from isokernel.scenes import open_client
     clients = {}
     for n in WORKERS:
         clients[n], seconds = timed(open_client, "local", n)

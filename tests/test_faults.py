@@ -42,10 +42,11 @@ from isokernel.codegen import compiler as cc
 from isokernel.codegen import driver as drv
 from isokernel.deploy import BudgetError
 from isokernel.ir import BackendUnavailableError, Op
-from isokernel.models import run as run_module
-from isokernel.models.run import run, scene_dataset, write_scene
 from isokernel.models.soil_moisture import Grid, generate_scene
 from isokernel.reports import devices_table
+from isokernel.scenes import datasets as datasets_module
+from isokernel.scenes import run, scene_dataset, write_scene
+from isokernel.scenes import runner as run_module
 
 from .conftest import nvrtc_or_skip
 
@@ -235,7 +236,7 @@ def test_an_interrupted_cli_run_exits_130_and_leaves_no_temporary(tmp_path, scen
 SIGTERM_RUN = """
 import os, signal, sys, time
 from isokernel.cli import main
-from isokernel.models import run as run_module
+from isokernel.scenes import runner as run_module
 def writer(ds, path, client, progress):
     with open(path, "wb") as f:
         f.write(b"half a file")
@@ -373,7 +374,7 @@ def test_a_missing_output_folder_is_named_before_any_computing(tmp_path, scene_n
     def no_compute(*args, **kwargs):
         raise AssertionError("computed before checking the output folder")
 
-    monkeypatch.setattr(run_module, "_compute", no_compute)
+    monkeypatch.setattr(datasets_module, "_compute", no_compute)
     folder = tmp_path / "missing" / "deeper"
     code, err = _cli(["soil-moisture", str(scene_nc), str(folder / "o.nc")], capsys)
     assert code == 2 and _one_line(err) and f"output folder {folder} does not exist" in err

@@ -11,8 +11,8 @@ import pytest
 
 from isokernel.backends.parity import bit_identical
 from isokernel.cli import main
-from isokernel.models.run import ChunkError, parse_chunks, run, scene_dataset
 from isokernel.models.soil_moisture import Grid, generate_scene, retrieve, scene_inputs
+from isokernel.scenes import ChunkError, parse_chunks, run, scene_dataset
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")

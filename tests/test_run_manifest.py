@@ -18,16 +18,18 @@ import pytest
 
 from isokernel import __version__
 from isokernel.cli import main
-from isokernel.models import run as run_module
-from isokernel.models.run import (
+from isokernel.models.soil_moisture import RETRIEVAL_INPUTS, Grid, generate_scene, retrieve
+from isokernel.pipeline import jit
+from isokernel.scenes import (
     ChunkError,
     read_run_manifest,
     run,
     run_manifest_path,
     scene_dataset,
 )
-from isokernel.models.soil_moisture import RETRIEVAL_INPUTS, Grid, generate_scene, retrieve
-from isokernel.pipeline import jit
+from isokernel.scenes import outputs as outputs_module
+from isokernel.scenes import run_manifest as manifest_module
+from isokernel.scenes import runner as run_module
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")
@@ -57,7 +59,7 @@ def written(tmp_path_factory, scene):
     source, out = folder / "scene.nc", folder / "out.nc"
     scene_dataset(scene, GRID).to_netcdf(source)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(run_module, "HASH_BLOCK", 1000)  # many blocks, even for this file
+        patch.setattr(manifest_module, "HASH_BLOCK", 1000)  # many blocks, even for this file
         summary = run("soil-moisture", str(source), str(out), chunks={"y": 4}, **QUIET)
     return source, out, summary, _manifest(out)
 
@@ -143,7 +145,7 @@ def test_the_manifest_records_kernels_numerics_strategy_chunks_and_versions(writ
 
 def test_a_zarr_inputs_checksum_hashes_every_file_of_the_store_in_sorted_order(
         tmp_path, scene_nc, monkeypatch):
-    monkeypatch.setattr(run_module, "HASH_BLOCK", 100)
+    monkeypatch.setattr(manifest_module, "HASH_BLOCK", 100)
     store = tmp_path / "scene.zarr"
     with xr.open_dataset(scene_nc) as ds:
         ds.to_zarr(store, consolidated=False)
@@ -252,13 +254,13 @@ def test_an_interrupt_right_after_the_output_moved_in_still_moves_its_manifest_i
     out = tmp_path / "out.nc"
     run("soil-moisture", str(scene_nc), str(out), **QUIET)
     old = _manifest(out)["run"]
-    place = run_module._place
+    place = outputs_module._place
 
     def interrupted_place(*args, **kwargs):
         place(*args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "_place", interrupted_place)
+    monkeypatch.setattr(outputs_module, "_place", interrupted_place)
     with pytest.raises(KeyboardInterrupt):
         run("soil-moisture", str(scene_nc), str(out), overwrite=True, **QUIET)
     new = _manifest(out)["run"]

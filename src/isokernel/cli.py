@@ -1,5 +1,5 @@
 """The ``isokernel`` command. Argument parsing only; the work is in
-``isokernel.reports`` and ``isokernel.models``."""
+``isokernel.reports``, ``isokernel.scenes`` and ``isokernel.models``."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import traceback
 from .ir import IsokernelError
 from .models.demo import FIGURE, run_demo
 from .models.quickstart_mlp import quickstart_mlp
-from .models.run import ChunkError, parse_chunks, stage5_model
-from .models.run import run as run_model
 from .reports import devices_table, report_function
+from .scenes import ChunkError, parse_chunks, stage5_model
+from .scenes import run as run_model
 
 
 class UsageError(Exception):

@@ -54,10 +54,6 @@ def python_scalar_dtype(value) -> np.dtype:
     return float64
 
 
-def weak_exemplar(dtype: np.dtype):
-    return _WEAK_EXEMPLAR[dtype]
-
-
 def promote_weak(strong: np.dtype | None, weak: list[np.dtype]) -> np.dtype:
     """The result dtype of one strong dtype (or none) meeting weak scalars."""
     exemplars = [_WEAK_EXEMPLAR[d] for d in weak]

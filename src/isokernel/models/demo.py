@@ -29,6 +29,8 @@ from ..backends import all_strategies
 from ..backends.parity import bit_identical, max_ulp
 from ..ir.errors import BackendUnavailableError, PlanningError
 from ..pipeline import jit
+from ..scenes import write_scene
+from .demo_figure import soil_moisture_figure  # matplotlib is imported inside, when called
 from .soil_moisture import (
     REFINED_INPUTS,
     RETRIEVAL_INPUTS,
@@ -202,7 +204,6 @@ def run_demo(pixels: int = 1_000_000, dtype="float64", repeats: int = 2, seed: i
     echo(f"scene: regenerated from (seed, pixel index) in {time.perf_counter() - t0:.2f} s "
          f"(TB noise 1 K, σ0 noise 0.5 dB)")
     if save_scene:
-        from .run import write_scene
         write_scene(save_scene, scene, grid)
         echo(f"scene written to {save_scene} (try: isokernel run soil-moisture {save_scene} "
              f"retrieved.nc)")
@@ -319,7 +320,6 @@ def report_figure(path, scene, mv, grid, rows, echo) -> str | None:
     if importlib.util.find_spec("matplotlib") is None:
         echo("figure: skipped (matplotlib is not installed; pip install 'isokernel[plot]')")
         return None
-    from .demo_figure import soil_moisture_figure
     written = figure_file(path)
     soil_moisture_figure(written, scene, mv, grid, rows)
     echo(f"figure: {written}")

@@ -40,11 +40,6 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def current() -> str:
-    """The numerics the frontend records with right now."""
-    return _MODE.get() or "native"
-
-
 def explicit() -> str | None:
     """The numerics an enclosing ``numerics(...)`` or ``jit`` chose, if any."""
     return _MODE.get()

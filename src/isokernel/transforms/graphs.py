@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..ir import Aval, Graph, Node, Op, dtypes, toposort
+from ..ir import Aval, Graph, Node, dtypes, toposort
 from ..record import Builder, Tracer, bind
 from ..record import frontend as F
 
@@ -79,7 +79,3 @@ def scalar(value, like) -> np.ndarray:
 
 def input_names(graph: Graph, prefix: str, which: Sequence[int]) -> list[str]:
     return [f"{prefix}{graph.input_names[i]}" for i in which]
-
-
-def is_const(node: Node) -> bool:
-    return node.op is Op.CONST

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import numpy as inp
+from . import tables as T
 from .dielectric import MV_MAX, MironovCoefficients, eps_re_at_transition
 from .tables import CLAY_STEP
 
@@ -69,7 +70,6 @@ def mironov_lookups(step: float = CLAY_STEP, nodes: int | None = None) -> Mirono
     ``nodes`` nodes (default ``tables.NODES``). Built once per (step,
     nodes) and shared, so ``jit(retrieve, static_argnames="lookups")`` sees
     one static value."""
-    from . import tables as T
     clay = T.clay_bins(step)
     nodes = nodes or T.NODES
     _, eps_im = T.mironov_table_values(clay, nodes)
@@ -78,8 +78,3 @@ def mironov_lookups(step: float = CLAY_STEP, nodes: int | None = None) -> Mirono
     lookups = TableLookups(inverse.table.lookup, eps_im_table.lookup, len(clay),
                            float(clay[1] - clay[0]))
     return MironovTables(lookups, inverse.table, eps_im_table, inverse.max_error)
-
-
-def numpy_lookups(step: float = CLAY_STEP, nodes: int | None = None) -> TableLookups:
-    """The lookups of :func:`mironov_lookups` (they evaluate eagerly too)."""
-    return mironov_lookups(step, nodes).lookups

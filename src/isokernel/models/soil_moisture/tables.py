@@ -70,10 +70,6 @@ class UniformTable:
     x0: float
     dx: float
 
-    @property
-    def x_end(self) -> float:
-        return self.x0 + self.dx * (self.values.shape[1] - 1)
-
     def table(self, name: str) -> Table:
         """The table extension's ``inp.Table`` over these values."""
         return Table(self.values, self.x0, self.dx, name=name)

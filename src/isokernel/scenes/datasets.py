@@ -1,0 +1,191 @@
+"""A run's input data set (NetCDF or Zarr): opened, its variables mapped to
+the model's inputs and chunked, and the model's outputs over them as lazy
+``xarray.apply_ufunc`` arrays, one ``run_chunk`` per chunk."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .catalog import Model
+from .chunks import as_dict, run_chunk
+
+# xarray and dask (the optional io extra) are imported in the functions that use them
+
+CHUNK_PIXELS = 1 << 20  # default chunk size when the input is not chunked
+_IO_MISSING = ("isokernel run needs xarray and dask: pip install 'isokernel[io]' "
+               "(xarray, netCDF4, h5netcdf, zarr, dask[distributed])")
+
+
+def require_io() -> None:
+    try:
+        import dask  # noqa: F401
+        import xarray  # noqa: F401
+    except ImportError:
+        raise ImportError(_IO_MISSING) from None
+
+
+def parse_mapping(specs: list[str], what: str) -> dict[str, str]:
+    """``["mv=SM", "x=3"]`` -> {"mv": "SM", "x": "3"}."""
+    out = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"bad {what} {spec!r}; write NAME=VALUE, e.g. tbv=TB_V_obs")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_chunks(spec: str | None) -> dict[str, int] | None:
+    """``"y=512,x=512"`` -> {"y": 512, "x": 512}; None stays None."""
+    if not spec:
+        return None
+    try:
+        chunks = {k: int(v) for k, v in parse_mapping(spec.split(","), "--chunks").items()}
+    except ValueError:
+        raise ValueError(f"bad --chunks {spec!r}; write DIM=SIZE,..., e.g. y=512,x=512"
+                         ) from None
+    check_chunk_sizes(chunks)
+    return chunks
+
+
+def check_chunk_sizes(chunks: dict[str, int] | None) -> None:
+    for dim, size in (chunks or {}).items():
+        if size <= 0:
+            raise ValueError(f"bad --chunks {dim}={size}: a chunk size must be greater than 0, "
+                             f"e.g. {dim}=512")
+
+
+def is_zarr(path: str) -> bool:
+    return path.rstrip("/").endswith(".zarr")
+
+
+def check_input(path: str) -> None:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such input data set: {path}")
+
+
+def open_input(path: str):
+    import xarray as xr
+    try:
+        if is_zarr(path):
+            return xr.open_zarr(path, consolidated=False)
+        return xr.open_dataset(path, chunks={})
+    except Exception as err:  # every reader's own error class: say which file and format
+        kind = "a Zarr store" if is_zarr(path) else "NetCDF (any other suffix than .zarr)"
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ValueError(f"cannot read input {path} as {kind}: {type(err).__name__}: "
+                         f"{first}") from err
+
+
+def _inputs(ds, model: Model, mapping: dict[str, str], dtype):
+    unknown = set(mapping) - set(model.inputs)
+    if unknown:
+        raise ValueError(f"--var names {sorted(unknown)} are not inputs of {model.name}; its "
+                         f"inputs are {', '.join(model.inputs)}")
+    arrays = []
+    for name in model.inputs:
+        var = mapping.get(name, name)
+        if var not in ds.variables:
+            raise ValueError(f"input {name!r} of {model.name}: the data set has no variable "
+                             f"{var!r}; map it with --var {name}=VARIABLE (variables: "
+                             f"{', '.join(map(str, ds.data_vars))})")
+        array = ds[var]
+        if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype:
+            array = array.astype(dtype)
+        arrays.append(array)
+    return arrays
+
+
+def _check_template(arrays, chunks: dict[str, int] | None, input_path: str, echo) -> None:
+    """Refuse empty dimensions and --chunks names that are no dimension of
+    the inputs; announce a dimension only a few inputs have."""
+    import xarray as xr
+    template = xr.broadcast(*arrays)[0]
+    for dim, size in template.sizes.items():
+        if size == 0:
+            raise ValueError(f"input {input_path}: dimension {dim!r} has length 0; there is "
+                             f"nothing to compute")
+    unknown = sorted(set(chunks or {}) - set(template.dims))
+    if unknown:
+        raise ValueError(f"--chunks names {', '.join(unknown)}, but the dimensions of the "
+                         f"inputs are {', '.join(map(str, template.dims))}")
+    _announce_broadcast(arrays, template, echo)
+
+
+def _announce_broadcast(arrays, template, echo) -> None:
+    """One line per dimension that at most half of the (non-scalar) inputs
+    have: the other inputs are repeated along it, which would otherwise go
+    unnoticed."""
+    shaped = [a for a in arrays if a.ndim]
+    shape = ", ".join(f"{d}: {n}" for d, n in template.sizes.items())
+    for dim in template.dims:
+        holders = [repr(str(a.name)) for a in shaped if dim in a.dims]
+        if 2 * len(holders) <= len(shaped):
+            which = "variable" if len(holders) == 1 else "variables"
+            echo(f"note: only {which} {', '.join(holders)} has dimension {dim!r} "
+                 f"({template.sizes[dim]}); the other inputs are repeated along it and the "
+                 f"outputs have shape ({shape})")
+
+
+def _chunked(arrays, chunks: dict[str, int] | None):
+    """Inputs chunked as asked, else as stored, else ~CHUNK_PIXELS along the
+    first dimension."""
+    import xarray as xr
+    template = xr.broadcast(*arrays)[0]
+    if chunks:
+        return [a.chunk({d: c for d, c in chunks.items() if d in a.dims}) for a in arrays]
+    if template.chunks is not None and all(len(c) > 1 for c in template.chunks[:1]):
+        return arrays
+    rest = math.prod(template.shape[1:])
+    first = max(1, CHUNK_PIXELS // max(1, rest))
+    return [a.chunk({template.dims[0]: first}) if template.dims[0] in a.dims else a
+            for a in arrays]
+
+
+def _coordinate_blocks(template):
+    """Per dim: its index and coordinate values, chunked like ``template``."""
+    import xarray as xr
+    out = []
+    for dim, sizes in zip(template.dims, template.chunks):
+        n = template.sizes[dim]
+        values = template[dim].values if dim in template.coords else np.arange(n)
+        for data in (np.arange(n), values):
+            out.append(xr.DataArray(data, dims=dim).chunk({dim: sizes}))
+    return out
+
+
+def _compute(target_arrays, model: Model, output_names, template, strategy: str,
+             run: str = ""):
+    import xarray as xr
+    coords = _coordinate_blocks(template)
+    first = [a.isel({d: 0 for d in a.dims}).values.reshape(1) for a in target_arrays]
+    probe = as_dict(model.fn(*first))  # one pixel, eagerly: output names and dtypes
+    names = output_names or tuple(probe)
+    results = xr.apply_ufunc(
+        run_chunk, *target_arrays, *coords, dask="parallelized",
+        output_dtypes=[np.asarray(probe[n]).dtype for n in names],
+        output_core_dims=[[] for _ in names],
+        kwargs={"target": model.name, "n_inputs": len(target_arrays),
+                "dims": tuple(template.dims), "outputs": tuple(names),
+                "strategy": strategy, "run": run})
+    results = results if isinstance(results, tuple) else (results,)
+    return dict(zip(names, results))
+
+
+def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
+                 strategy: str, run: str = ""):
+    """The broadcast template of the inputs and the model's lazy outputs."""
+    import xarray as xr
+    arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype))
+    _check_template(arrays, chunks, input_path, echo)
+    arrays = _chunked(arrays, chunks)
+    template = xr.broadcast(*arrays)[0]
+    names = tuple(o.name for o in model.outputs)
+    return template, _compute(arrays, model, names, template, strategy, run)
+
+
+def chunk_count(template) -> int:
+    return math.prod(len(c) for c in template.chunks)

@@ -2,7 +2,7 @@
 Bit-identical to the reference for IEEE basic operations (checked on
 special values and on Hypothesis programs); each transcendental within the
 ulp bound its capsule states; the same bits for every worker count and
-slicing; ``contract=True`` changes the bits of ``a*b + c`` and says so;
+slicing; ``fma=True`` changes the bits of ``a*b + c`` and says so;
 ``auto`` picks native when a compiler exists."""
 
 from __future__ import annotations
@@ -205,19 +205,30 @@ def _axpy(a, b, c):
     return a * b + c
 
 
-def test_contract_true_changes_the_bits_and_says_so():
+def test_fma_true_changes_the_bits_and_says_so():
     rng = np.random.default_rng(5)
     a, b, c = (rng.uniform(-1, 1, 4096) for _ in range(3))
     plain = ik.jit(_axpy, strategy="native").lower(a, b, c).compile()
-    fused = ik.jit(_axpy, strategy="native", contract=True).lower(a, b, c).compile()
+    fused = ik.jit(_axpy, strategy="native", fma=True).lower(a, b, c).compile()
     want = ik.jit(_axpy, strategy="reference")(a, b, c)
     assert bit_identical(plain(a, b, c), want)
     assert not bit_identical(fused(a, b, c), want)
     assert max_ulp(fused(a, b, c), want) > 0
     text = str(fused.report())
-    assert "contract   on: FMA contraction allowed (-ffp-contract=fast)" in text
-    assert "contract=on (FMA allowed, -ffp-contract=fast)" in text
+    assert "fma        on: FMA contraction allowed (-ffp-contract=fast)" in text
+    assert "fma=on (FMA allowed, -ffp-contract=fast)" in text
     assert "-ffp-contract=off" in str(plain.report())
+
+
+def test_contract_is_the_old_name_of_fma_and_warns():
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.uniform(-1, 1, 4096) for _ in range(3))
+    with pytest.warns(DeprecationWarning, match=r"jit\(contract=...\) is now jit\(fma=...\)"):
+        old = ik.jit(_axpy, strategy="native", contract=True)(a, b, c)
+    new = ik.jit(_axpy, strategy="native", fma=True)(a, b, c)
+    assert old.tobytes() == new.tobytes()
+    with pytest.raises(TypeError, match="pass fma= alone"):
+        ik.jit(_axpy, strategy="native", contract=True, fma=True)(a, b, c)
 
 
 def test_auto_picks_native_and_reports_its_contract():
@@ -225,7 +236,7 @@ def test_auto_picks_native_and_reports_its_contract():
     text = str(compiled.report())
     assert "strategy   native on cpu (auto: fastest available)" in text
     assert f"contract   {get_strategy('native').contract}" in text
-    assert "contract   off (-ffp-contract=off)" in text
+    assert "fma        off (-ffp-contract=off)" in text
 
 
 def test_source_is_the_generated_c():

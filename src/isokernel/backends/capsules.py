@@ -28,7 +28,7 @@ class NumericalPolicy:
 
     def __str__(self) -> str:
         return (f"round={self.rounding}, subnormal={self.subnormals}, "
-                f"contract={self.contraction}, reduce={self.reduction_order}, "
+                f"fma={self.contraction}, reduce={self.reduction_order}, "
                 f"mathlib={self.math_library}")
 
 

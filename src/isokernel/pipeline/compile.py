@@ -10,6 +10,7 @@ admission from ``deploy``), the report, ``measure`` and ``source``.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -201,15 +202,23 @@ def _results(outs, arrays, shared=()) -> list:
 
 
 def _strategy_options(strategy, options: dict, mode: str) -> dict:
-    """The options a strategy is built with: the user's, and the reduction
+    """The options a strategy is built with: the user's (``contract=``, the
+    old name of ``fma=``, still accepted with a warning), and the reduction
     mode for strategies that implement it."""
     if "reductions" in options:
         raise TypeError("jit: choose the reduction order with deterministic_reductions=True "
                         "(or ISOKERNEL_DETERMINISTIC_REDUCTIONS=1), not reductions=")
+    options = dict(options)
+    if "contract" in options:
+        if "fma" in options:
+            raise TypeError("jit: pass fma= alone (contract= is its old name)")
+        warnings.warn("jit(contract=...) is now jit(fma=...); contract= will stop working in "
+                      "the next release", DeprecationWarning, stacklevel=6)
+        options["fma"] = options.pop("contract")
     if "reductions" in strategy.options:
         return {**options, "reductions": mode}
     if mode == "tree":
         raise BackendUnavailableError(f"strategy '{strategy.name}' does not implement "
                                       f"deterministic reductions; pick a CPU strategy or "
                                       f"turn them off")
-    return dict(options)
+    return options

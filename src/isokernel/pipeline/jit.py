@@ -57,7 +57,7 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
     of fixed blocks (``backends.reductions``), the same bits for every worker
     count and device; by default ``ISOKERNEL_DETERMINISTIC_REDUCTIONS``,
     else off (the reference's NumPy order, run whole). Other keyword options
-    go to the strategy (``workers=``, ``contract=``, ``tile_rows=``).
+    go to the strategy (``workers=``, ``fma=``, ``tile_rows=``).
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,

@@ -6,7 +6,7 @@ Contract: bit-identical to ``reference`` for IEEE basic operations (+ − × ÷
 sqrt, casts, comparisons, selects, min/max, floor/ceil/rint/trunc,
 floor_divide/remainder, small reductions); transcendentals call the C math
 library and stay within the ulp bound measured against the reference and
-stated in each capsule. ``contract=True`` lets the compiler fuse ``a*b + c``
+stated in each capsule. ``fma=True`` lets the compiler fuse ``a*b + c``
 into FMA: faster, different bits, recorded in the capsules and the report.
 Ops the emitter has no exact C form for run whole by the reference rules.
 
@@ -68,16 +68,16 @@ def plan_native(graph: Graph, profile: Profile, options: dict) -> StagedPlan:
     """``native``'s plan: the row regions the C emitter accepts, their nodes
     under the generated C's capsules (with FMA contraction when asked), the
     rest under the reference's."""
-    provider = PROVIDER_FMA if options.get("contract") else PROVIDER
+    provider = PROVIDER_FMA if options.get("fma") else PROVIDER
     return staged_plan(graph, profile, partition(graph, accept=_supports), provider)
 
 
 class NativeExecutable(StagedExecutable):
-    def __init__(self, plan: StagedPlan, workers: int | None = None, contract: bool = False,
+    def __init__(self, plan: StagedPlan, workers: int | None = None, fma: bool = False,
                  reductions: str = "reference"):
         count, self.workers_source = resolve_workers(workers)
         super().__init__(plan, count, reductions)
-        self.contract = bool(contract)
+        self.fma = bool(fma)
         self.compiler = codegen.current_compiler()
         self._kernels = self._compile()
         self._direct = _Direct.of(self) if self.partition.pixels <= INLINE_ROWS else None
@@ -102,7 +102,7 @@ class NativeExecutable(StagedExecutable):
         if not pairs:
             self.built = None
             return {}
-        library, self.built = codegen.build(self._source, self.contract)
+        library, self.built = codegen.build(self._source, self.fma)
         kernels = {}
         for k, (body, name) in pairs.items():
             fn = getattr(library, name)
@@ -160,15 +160,15 @@ class NativeExecutable(StagedExecutable):
     def report_lines(self) -> list[tuple[str, str]]:
         cc = self.compiler
         contraction = ("on: FMA contraction allowed (-ffp-contract=fast); bits differ from "
-                       "reference" if self.contract else "off (-ffp-contract=off)")
+                       "reference" if self.fma else "off (-ffp-contract=off)")
         built = "no kernel (nothing row-local)" if self.built is None else (
             f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})")
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
         lines = [("workers", f"{self.workers} ({self.workers_source})"),
                  ("pixels", self.partition.describe()),
-                 ("compiler", f"{cc.name} {' '.join(cc.flags(self.contract))}"),
-                 ("contract", contraction),
+                 ("compiler", f"{cc.name} {' '.join(cc.flags(self.fma))}"),
+                 ("fma", contraction),
                  ("mathlib", mathlib),
                  ("kernel", built)]
         small = (f"calls of <= {INLINE_ROWS} pixels run on the calling thread (no pool)"
@@ -258,8 +258,8 @@ LIBM = ("C math library (glibc libm, or libmvec vector variants where the compil
         "links them; the report says which)")
 
 
-def _policy(op: Op, contract: bool) -> NumericalPolicy:
-    contraction = "on (FMA allowed, -ffp-contract=fast)" if contract else "off"
+def _policy(op: Op, fma: bool) -> NumericalPolicy:
+    contraction = "on (FMA allowed, -ffp-contract=fast)" if fma else "off"
     if op in ULP_BOUND:
         return NumericalPolicy(contraction=contraction,
                                math_library=f"{LIBM}; max {ULP_BOUND[op]} ulp vs reference "
@@ -288,10 +288,10 @@ def _register_capsules() -> None:
         for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE)]
     kinds += list(CONTROL_KINDS.items())
     for op, kind in kinds:
-        for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
+        for provider, fma in ((PROVIDER, False), (PROVIDER_FMA, True)):
             register(Capsule(name=f"generated C ({kind})", op=op, provider=provider,
                              device="cpu", trust="checked", vjp_mode="isokernel-graph",
-                             numerical_policy=_policy(op, contract)))
+                             numerical_policy=_policy(op, fma)))
 
 
 _register_capsules()
@@ -305,4 +305,4 @@ SPEC = register_strategy(StrategySpec(
                     frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
     memory=MemoryModel("fused", "fused", marshal=True),
     compiler=NativeExecutable, auto_priority=30,
-    options=frozenset({"workers", "contract", "reductions"}), planner=plan_native))
+    options=frozenset({"workers", "fma", "reductions"}), planner=plan_native))

@@ -115,7 +115,7 @@ class WholeExecutable(ExecutableBase):
                    else "scalar libm")
         built = f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})"
         return [("compiler", f"{cc.name} {' '.join(cc.flags(False))}"),
-                ("contract", "off (-ffp-contract=off)"),
+                ("fma", "off (-ffp-contract=off)"),
                 ("mathlib", mathlib),
                 ("kernel", built),
                 ("arena", f"{self.program.scratch} bytes, allocated once, reused every call"),

@@ -7,6 +7,8 @@ must give the reference's bits here exactly as they must on the GPU."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,10 +20,12 @@ from isokernel.backends import get_strategy, plan
 from isokernel.backends.cuda.eager import CudaEagerExecutable
 from isokernel.backends.cuda.executor import CUPY
 from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
+from isokernel.backends.cuda.namespace import DeviceNamespace
 from isokernel.backends.cuda.runtime import LaunchError, architecture, launch_shape
 from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
-from isokernel.ir import Op
+from isokernel.ir import EVAL, Op
+from isokernel.ir.eval import EVAL_XP, NUMPY, ArrayNamespace
 from isokernel.ir.ops import CONTROL, LEAF, PROJECTION, TRANSCENDENTAL, TRANSFORM_ONLY
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
 from isokernel.transforms import prepare_for_execution
@@ -52,6 +56,53 @@ def test_every_computing_op_has_a_device_rule():
     exempt = LEAF | TRANSFORM_ONLY
     missing = [op.value for op in Op if op not in CUPY and op not in exempt]
     assert missing == [] and CONTROL | PROJECTION <= set(CUPY)
+
+
+def test_layout_ops_the_product_and_control_flow_have_one_meaning():
+    """Each rule written against a namespace is EVAL's, bound to NumPy, and the
+    device's rule for the op runs it in the device's namespace."""
+    for op, rule in EVAL_XP.items():
+        assert EVAL[op].func is rule and EVAL[op].args == (NUMPY,), op
+    assert CONTROL | {Op.PAD, Op.BROADCAST, Op.DOT_GENERAL} <= set(EVAL_XP)
+    assert importlib.util.find_spec("isokernel.backends.cuda.control") is None
+
+
+def test_the_device_namespace_has_every_function_the_rules_call():
+    wanted = {name for name in vars(ArrayNamespace) if not name.startswith("_")}
+    device = DeviceNamespace(HostRuntime(), run_graph=None)
+    assert "run_graph" in wanted and "where" in wanted
+    assert [n for n in sorted(wanted) if not hasattr(device, n)] == []
+    assert [n for n in sorted(wanted) if not hasattr(NUMPY, n)] == []
+
+
+def _leased(x) -> bool:
+    """The array's memory is a block of the runtime's cache."""
+    while isinstance(x, np.ndarray):
+        x = x.base
+    return type(x).__name__ == "_Lease"
+
+
+def test_the_device_namespace_gives_numpys_values_in_the_allocators_buffers():
+    rng = np.random.default_rng(3)
+    rt = HostRuntime()
+    xp = DeviceNamespace(rt, run_graph=None)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+    mask = rng.random((2, 3)) < 0.5
+    da, db, dmask = rt.upload(a), rt.upload(b), rt.upload(mask)
+    lanes = xp.reshape(dmask, (2, 3, 1))
+    cases = [
+        (xp.matmul(da, db), np.matmul(a, b)),
+        (xp.matmul(da[0], db[0]), np.matmul(a[0], b[0])),
+        (xp.where(lanes, da, xp.zeros(a.shape, a.dtype)), np.where(mask[..., None], a, 0.0)),
+        (xp.add(da, da), a + a),
+        (xp.copy(da), a),
+        (xp.full((3,), da[0, 0, 0], a.dtype), np.full((3,), a[0, 0, 0])),
+        (xp.concatenate([da, da], axis=1), np.concatenate([a, a], axis=1)),
+        (xp.reshape(xp.transpose(da, (2, 0, 1)), (4, 6)), np.reshape(a.transpose(2, 0, 1), (4, 6))),
+    ]
+    for k, (got, want) in enumerate(cases):
+        assert _leased(got) and bit_identical(np.asarray(got), want), k
+    assert xp.any(dmask) is True and xp.any(xp.zeros((3,), bool)) is False
 
 
 @needs_cc

@@ -280,14 +280,8 @@ def test_no_getattr_probing_in_backends():
     assert found == []
 
 
-def test_no_module_imports_another_modules_private_names():
-    """What two strategies (or a strategy and the core) share has a public
-    name in a shared module: no import of an isokernel underscore name."""
-    found = [f"{path.relative_to(BACKENDS)}: {alias.name} from {_imported_from(path, node)}"
-             for path, tree in _modules().items() for node in ast.walk(tree)
-             if isinstance(node, ast.ImportFrom) and node.level > 0
-             for alias in node.names if alias.name.startswith("_")]
-    assert found == []
+# What two strategies (or a strategy and the core) share has a public name in a shared
+# module: tests/test_imports.py checks that for every module of isokernel, backends included.
 
 
 def test_the_core_imports_no_strategy_and_cpu_and_cuda_not_each_other():

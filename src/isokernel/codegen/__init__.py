@@ -2,7 +2,8 @@
 loops) with its per-op expression table (``C_EXPR``), the CPU host wrapper
 and the compiler, the CUDA wrappers around the same body (``cuda_source``)
 and NVRTC, with the one on-disk kernel cache both use (``cache``).
-Imports only ``isokernel.ir``; the strategies in ``backends`` call it."""
+It sits below ``backends``, whose strategies call it (the layers of
+``[tool.importlinter]`` in ``pyproject.toml``)."""
 
 from .c_expr import C_EXPR, MATH, literal, math_name
 from .cache import CacheWarning

@@ -41,6 +41,7 @@ import functools
 import numpy as np
 
 from ..ir import dtypes
+from .compiler import build
 
 MAX_OPERANDS = 4
 
@@ -332,6 +333,5 @@ class Driver:
 def load_driver() -> Driver:
     """The driver, compiled now or loaded from the on-disk cache. Raises
     ``BackendUnavailableError`` without a C compiler."""
-    from .compiler import build
     library, built = build(SOURCE)
     return Driver(library, built)

@@ -37,6 +37,18 @@ device function. The host's copy (``host_function``) differs in one respect:
 its kernels report their floating-point flags to NumPy's error state, so its
 float ordering comparisons are quiet (no FE_INVALID at a NaN, as NumPy's)
 and its helpers raise the flags NumPy's loops raise (``HOST_HELPERS``).
+
+The base other C programs build on (``whole.py``'s whole-graph functions,
+the host and CUDA wrappers) is this public API; the rest is private:
+
+- ``expression(node, operands, host)``: a pointwise node's C expression;
+- ``Stmt`` classes (``Define``, ``Declare``, ``Assign``, ``Block``, ``For``,
+  ``While``, ``If``, ``Carry``) and ``render(stmts, host)``, ``polls``;
+- ``called_helpers(text, table)`` and ``prelude(helpers, host)``: the
+  helper functions a text calls, and their definitions in dependency order;
+  ``library_calls(text)``: the C math library functions it calls;
+- ``signature``, ``assemble`` and ``CBody``: a per-element function;
+  ``emit_body``, ``lane_block``, ``supports``: a row region's.
 """
 
 from __future__ import annotations
@@ -354,9 +366,9 @@ def assemble(name: str, stmts, row_inputs, whole_inputs, outputs, data=(),
     count = [f"{INDENT}uint32_t isk_polls = 0;  // loop iterations, for ISK_POLLED"]
     text, host = ("\n".join([head, "{", *(count if h and loops else []), *render(stmts, h), "}"])
                   + "\n" for h in (False, True))
-    return CBody(name, text, _called(text, HELPERS), tuple(row_inputs), tuple(whole_inputs),
-                 tuple(outputs), _math(text), tuple(data), host, _called(host, HOST_HELPERS),
-                 columns=tuple(columns), loops=loops)
+    return CBody(name, text, called_helpers(text, HELPERS), tuple(row_inputs),
+                 tuple(whole_inputs), tuple(outputs), library_calls(text), tuple(data), host,
+                 called_helpers(host, HOST_HELPERS), columns=tuple(columns), loops=loops)
 
 
 def column_at(pointer: str, j: int) -> str:
@@ -366,7 +378,7 @@ def column_at(pointer: str, j: int) -> str:
     return f"{pointer}[{j} * ISK_BLOCK + i]"
 
 
-def _math(text: str) -> frozenset[str]:
+def library_calls(text: str) -> frozenset[str]:
     """The C library functions ``text`` calls (comments aside)."""
     code = re.sub(r"//[^\n]*", "", text)
     return frozenset(re.findall(r"\b([a-z][a-z0-9]*)\(", code))
@@ -391,8 +403,7 @@ def supports(node: Node, modes: tuple[str, ...]) -> bool:
         return max(sizes) <= MAX_ROW_ELEMENTS and _unrolled_reduction(node)
     if node.op not in ELEMENTWISE | TABLE:
         return False
-    names = ["x"] * len(node.inputs)
-    return C_EXPR[node.op](_ctx(node), *names, **_rule_attrs(node)) is not None
+    return expression(node, ["x"] * len(node.inputs)) is not None
 
 
 def _supports_control(node: Node) -> bool:
@@ -432,7 +443,7 @@ def _whole_supported(node: Node) -> bool:
         return True
     if node.op not in ELEMENTWISE:
         return False
-    return C_EXPR[node.op](_ctx(node), *["x"] * len(node.inputs), **_rule_attrs(node)) is not None
+    return expression(node, ["x"] * len(node.inputs)) is not None
 
 
 def _unrolled_reduction(node: Node) -> bool:
@@ -482,6 +493,14 @@ def _ctx(node: Node, host: bool = False) -> Ctx:
 
 def _rule_attrs(node: Node) -> dict:
     return {"dtype": node.attrs["dtype"]} if node.op is Op.CAST else {}
+
+
+def expression(node: Node, operands, host: bool = False) -> str | None:
+    """The C expression of an elementwise or table node over the C names of
+    its operands (``C_EXPR`` with the node's dtypes and attributes); None
+    where the op has no C form for these dtypes. ``host``: the host's form
+    (quiet float comparisons, see ``HOST_HELPERS``)."""
+    return C_EXPR[node.op](_ctx(node, host), *operands, **_rule_attrs(node))
 
 
 # --- values beyond the cap ----------------------------------------------------------------
@@ -882,7 +901,7 @@ class Emitter:
         return np.array(names, dtype=object).reshape(node.shape)
 
     def _expr(self, node: Node, names: list[str], host: bool = False) -> str:
-        expr = C_EXPR[node.op](_ctx(node, host), *names, **_rule_attrs(node))
+        expr = expression(node, names, host)
         if expr is None:
             raise Unsupported(f"{node.op.value} of {dtypes.SHORT[node.dtype]}")
         return expr
@@ -1520,8 +1539,9 @@ def _by_hand(emitter: Emitter) -> CBody:
                     tuple(emitter.data), sorted(emitter.columns))
 
 
-def _called(text: str, table: dict) -> tuple[str, ...]:
-    """The prelude functions ``text`` calls (``table`` keys)."""
+def called_helpers(text: str, table: dict) -> tuple[str, ...]:
+    """The prelude functions ``text`` calls (``table`` keys: ``HELPERS`` or
+    ``HOST_HELPERS``), for ``prelude``."""
     return tuple(sorted({helper_for(n) for n in re.findall(r"\bisk_\w+(?=\()", text)}
                         & set(table)))
 
@@ -1540,6 +1560,6 @@ def prelude(helpers, host: bool = False) -> str:
 def _add_helper(name: str, order: dict, table: dict) -> None:
     if name in order:
         return
-    for callee in set(_called(table[name], table)) - {name}:
+    for callee in set(called_helpers(table[name], table)) - {name}:
         _add_helper(callee, order, table)
     order[name] = None

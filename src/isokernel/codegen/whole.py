@@ -44,7 +44,7 @@ import numpy as np
 from ..ir import Graph, Node, Op, dtypes
 from ..ir.ops import ELEMENTWISE, REDUCE, TABLE
 from .c_expr import C_EXPR, CTYPE, HOST_HELPERS, UTYPE, Ctx, literal, table_data
-from .emit import _called, _ctx, _math, _rule_attrs, prelude
+from .emit import called_helpers, expression, library_calls, prelude
 from .host import HEADER, simd_declarations
 
 COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
@@ -105,7 +105,7 @@ def unsupported(node: Node) -> str | None:
         return "no C form in a whole-graph function"
     if any(x.dtype not in DTYPES for x in (node, *node.inputs)):
         return f"dtype {node.dtype}"
-    if node.op in POINTWISE and _expression(node, ["x"] * len(node.inputs)) is None:
+    if node.op in POINTWISE and expression(node, ["x"] * len(node.inputs), host=True) is None:
         return f"no exact C expression at {node.inputs[0].dtype}"
     if node.op is Op.PAD and min((*node.attrs["lo"], *node.attrs["hi"])) < 0:
         return "negative padding"
@@ -146,8 +146,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
                   f"    {function}_part{k}(args);"]
     source = "\n".join([
         HEADER.format(kernel=function, graph=graph.name, block=1),
-        simd_declarations(_math(text)) if vector_math else "",
-        prelude(_called(text, HOST_HELPERS), host=True),
+        simd_declarations(library_calls(text)) if vector_math else "",
+        prelude(called_helpers(text, HOST_HELPERS), host=True),
         *tables,
         text,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
@@ -417,11 +417,6 @@ def _term(var: str, stride: int) -> str:
     return var if stride == 1 else f"{var} * {stride}"
 
 
-def _expression(node: Node, operands: list[str]) -> str | None:
-    """The host C expression of a pointwise node (``C_EXPR``, as native's)."""
-    return C_EXPR[node.op](_ctx(node, host=True), *operands, **_rule_attrs(node))
-
-
 # --- one node -----------------------------------------------------------------------------
 
 def _node_code(node: Node, out: str, reads: dict) -> list[str]:
@@ -429,7 +424,7 @@ def _node_code(node: Node, out: str, reads: dict) -> list[str]:
         ins = [reads[x] for x in node.inputs]
         arrays = [(_strides(node.shape), 0)] + [(r.strides, r.offset) for r in ins]
         def statement(ix):
-            expr = _expression(node, [f"{r.name}[{i}]" for r, i in zip(ins, ix[1:])])
+            expr = expression(node, [f"{r.name}[{i}]" for r, i in zip(ins, ix[1:])], host=True)
             return f"{out}[{ix[0]}] = {expr};"
         return _nest(node.shape, arrays, statement)
     if node.op is Op.RESHAPE:  # of a value read with strides: copied in C order

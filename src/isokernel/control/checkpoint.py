@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 
 from ..ir import Aval, Op, ShapeError, SubGraph
-from ..ir.eval import run_graph
+from ..ir.eval import namespace_rule
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..record import bind, current_builder, replay
 from ..transforms.graphs import is_float, retrace, zeros
@@ -54,8 +54,8 @@ def _shape(*args: Aval, body) -> tuple[Aval, ...]:
     return tuple(x.aval.strong() for x in body.graph.outputs)
 
 
-def _eval(*args, body) -> list:
-    return run_graph(body.graph, args)
+def _eval(xp, *args, body) -> list:
+    return xp.run_graph(body.graph, args)
 
 
 def _jvp(operands, tangents, *, body):
@@ -98,5 +98,5 @@ def _batch(args, bdims, *, body):
     return outs, (0,) * len(outs)
 
 
-register(RegionRules(Op.CHECKPOINT, shape=_shape, eval=_eval, jvp=_jvp, transpose=_transpose,
-                     batch=_batch))
+register(RegionRules(Op.CHECKPOINT, shape=_shape, eval=namespace_rule(Op.CHECKPOINT, _eval),
+                     jvp=_jvp, transpose=_transpose, batch=_batch))

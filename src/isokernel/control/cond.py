@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Aval, DTypeError, Op, ShapeError, SubGraph, dtypes
-from ..ir.eval import run_graph
+from ..ir.eval import namespace_rule
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
 from ..record import Tracer, bind, replay
@@ -123,10 +123,12 @@ def _shape(index: Aval, *args: Aval, branches) -> tuple[Aval, ...]:
     return tuple(x.aval.strong() for x in branches[0].graph.outputs)
 
 
-def _eval(index, *args, branches) -> list:
-    """The branch the index picks, clamped; nothing else runs."""
-    taken = branches[int(np.clip(index, 0, len(branches) - 1))]
-    return run_graph(taken.graph, args)
+def _eval(xp, index, *args, branches) -> list:
+    """The branch the index picks, clamped; nothing else runs. In the array
+    namespace ``xp`` (``ir.eval.ArrayNamespace``): on a device, the index is
+    the one value brought to the host."""
+    taken = branches[min(max(int(index), 0), len(branches) - 1)]
+    return xp.run_graph(taken.graph, args)
 
 
 def _jvp(operands, tangents, *, branches):
@@ -220,5 +222,5 @@ def _cost(node, flops) -> int:
     return max(flops(b.graph) for b in node.attrs["branches"])
 
 
-register(RegionRules(Op.COND, shape=_shape, eval=_eval, jvp=_jvp, transpose=_transpose,
-                     batch=_batch, cost=_cost))
+register(RegionRules(Op.COND, shape=_shape, eval=namespace_rule(Op.COND, _eval),
+                     jvp=_jvp, transpose=_transpose, batch=_batch, cost=_cost))

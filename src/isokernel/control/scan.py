@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Aval, Op, ShapeError, SubGraph
-from ..ir.eval import run_graph
+from ..ir.eval import namespace_rule
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
 from ..record import ShapeDtype, Tracer, bind, current_builder, replay
@@ -185,15 +185,18 @@ def _shape(*args: Aval, body, n_carry, n_xs, length, reverse, jvp_of) -> tuple[A
                                          for y in outs[n_carry:])
 
 
-def _eval(*args, body, n_carry, n_xs, length, reverse, jvp_of) -> list:
+def _eval(xp, *args, body, n_carry, n_xs, length, reverse, jvp_of) -> list:
+    """The body step by step in the array namespace ``xp``
+    (``ir.eval.ArrayNamespace``), each step's outputs written into the
+    stacked arrays."""
     carry, xs, caps = _parts(args, n_carry, n_xs)
-    ys = [np.empty((length, *y.aval.shape), y.aval.dtype) for y in body.graph.outputs[n_carry:]]
+    ys = [xp.empty((length, *y.aval.shape), y.aval.dtype) for y in body.graph.outputs[n_carry:]]
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
-        outs = run_graph(body.graph, carry + [x[t] for x in xs] + caps)
+        outs = xp.run_graph(body.graph, carry + [x[t] for x in xs] + caps)
         carry = outs[:n_carry]
         for y, value in zip(ys, outs[n_carry:]):
             y[t] = value
-    return [np.array(c, copy=True) if any(c is a for a in args) else c for c in carry] + ys
+    return [xp.copy(c) if any(c is a for a in args) else c for c in carry] + ys
 
 
 def _jvp(operands, tangents, *, body, n_carry, n_xs, length, reverse, jvp_of):
@@ -463,5 +466,6 @@ def _cost(node, flops) -> int:
     return node.attrs["length"] * flops(node.attrs["body"].graph)
 
 
-register(RegionRules(Op.SCAN, shape=_shape, eval=_eval, jvp=_jvp, transpose=_transpose,
-                     batch=_batch, partial_eval=_partial_eval, cost=_cost))
+register(RegionRules(Op.SCAN, shape=_shape, eval=namespace_rule(Op.SCAN, _eval),
+                     jvp=_jvp, transpose=_transpose, batch=_batch, partial_eval=_partial_eval,
+                     cost=_cost))

@@ -33,10 +33,10 @@ import math
 import numpy as np
 
 from ..ir import Aval, DifferentiationError, Op, ShapeError, SubGraph, dtypes
-from ..ir.eval import run_graph
+from ..ir.eval import namespace_rule
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
-from ..record import ShapeDtype, bind, current_builder, replay
+from ..record import ShapeDtype, Tracer, bind, current_builder, replay
 from ..record import frontend as F
 from ..transforms.graphs import is_float, retrace, zeros
 from ..transforms.jvp import jvp_graph
@@ -104,7 +104,6 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = N
 
 def _truth(value, where: str):
     """The predicate as a bool (a number is true when non-zero)."""
-    from ..record import Tracer
     dtype = value.dtype if isinstance(value, Tracer) else np.asarray(value).dtype
     return value if dtype == dtypes.bool_ else F.not_equal(value, 0)
 
@@ -136,29 +135,32 @@ def _eager(cond_fun, body_fun, init_val, where: str):
 
 
 # --- lanes --------------------------------------------------------------------------------
+#
+# The EVAL rules below run in an array namespace ``xp`` (``ir.eval.ArrayNamespace``):
+# NumPy for the reference, the device's for the GPU strategies, whose ``any`` of a
+# predicate is the one value brought to the host per step.
 
-def lane_mask(active, value):
+def lane_mask(xp, active, value):
     """A predicate of shape p, shaped to select over ``value`` (shape p + rest)."""
-    active = np.asarray(active)
-    return active.reshape(active.shape + (1,) * (np.ndim(value) - active.ndim))
+    return xp.reshape(active, xp.shape(active) + (1,) * (xp.ndim(value) - xp.ndim(active)))
 
 
-def _step(body, carry: list, caps: list, active) -> list:
+def _step(xp, body, carry: list, caps: list, active) -> list:
     """One step: every lane the body runs; a lane whose predicate failed
     keeps its carry, bit for bit."""
-    new = run_graph(body.graph, carry + caps)
-    if np.ndim(active) == 0:
+    new = xp.run_graph(body.graph, carry + caps)
+    if xp.ndim(active) == 0:
         return new
-    return [np.where(lane_mask(active, c), x, c) for x, c in zip(new, carry)]
+    return [xp.where(lane_mask(xp, active, c), x, c) for x, c in zip(new, carry)]
 
 
-def _predicate(cond, carry: list, caps: list):
-    return run_graph(cond.graph, carry + caps)[0]
+def _predicate(xp, cond, carry: list, caps: list):
+    return xp.run_graph(cond.graph, carry + caps)[0]
 
 
-def _own(values: list, args) -> list:
+def _own(xp, values: list, args) -> list:
     """Results never the caller's arrays (a loop that ran no step)."""
-    return [np.array(v, copy=True) if any(v is a for a in args) else v for v in values]
+    return [xp.copy(v) if any(v is a for a in args) else v for v in values]
 
 
 # --- while: the rules ---------------------------------------------------------------------
@@ -179,13 +181,13 @@ def _shape(*args: Aval, cond, body, n_carry, checkpoint_every, jvp_of) -> tuple[
     return tuple(carry)
 
 
-def _eval(*args, cond, body, n_carry, checkpoint_every, jvp_of) -> list:
+def _eval(xp, *args, cond, body, n_carry, checkpoint_every, jvp_of) -> list:
     carry, caps = list(args[:n_carry]), list(args[n_carry:])
-    active = _predicate(cond, carry, caps)
-    while np.any(active):
-        carry = _step(body, carry, caps, active)
-        active = _predicate(cond, carry, caps)
-    return _own(carry, args)
+    active = _predicate(xp, cond, carry, caps)
+    while xp.any(active):
+        carry = _step(xp, body, carry, caps, active)
+        active = _predicate(xp, cond, carry, caps)
+    return _own(xp, carry, args)
 
 
 def _float_positions(avals) -> tuple[int, ...]:
@@ -304,8 +306,8 @@ def _cost(node, flops) -> int:
     return flops(node.attrs["cond"].graph) + flops(node.attrs["body"].graph)
 
 
-register(RegionRules(Op.WHILE, shape=_shape, eval=_eval, jvp=_jvp, batch=_batch,
-                     partial_eval=_partial_eval, cost=_cost))
+register(RegionRules(Op.WHILE, shape=_shape, eval=namespace_rule(Op.WHILE, _eval), jvp=_jvp,
+                     batch=_batch, partial_eval=_partial_eval, cost=_cost))
 
 
 # --- while_lin: the tangent map of a loop, linear in the tangents -------------------------
@@ -322,13 +324,13 @@ def _lin_shape(*args: Aval, cond, body, cond_jvp, body_jvp, n_carry, tangent_car
     return tuple(carry[i] for i in tangent_carries)
 
 
-def _lin_eval(*args, cond, body, cond_jvp, body_jvp, n_carry, tangent_carries,
+def _lin_eval(xp, *args, cond, body, cond_jvp, body_jvp, n_carry, tangent_carries,
               tangent_caps, checkpoint_every) -> list:
     """The loop's tangent: the JVP'd loop run from the residuals."""
     carry, caps, tangents = _lin_split(args, n_carry, body)
     m = len(tangent_carries)
     both = carry + tangents[:m] + caps + tangents[m:]
-    finals = _eval(*both, cond=cond_jvp, body=body_jvp, n_carry=n_carry + m,
+    finals = _eval(xp, *both, cond=cond_jvp, body=body_jvp, n_carry=n_carry + m,
                    checkpoint_every=checkpoint_every, jvp_of=None)
     return finals[n_carry:]
 
@@ -384,7 +386,8 @@ def _lin_cost(node, flops) -> int:
     return flops(node.attrs["cond_jvp"].graph) + flops(node.attrs["body_jvp"].graph)
 
 
-register(RegionRules(Op.WHILE_LIN, shape=_lin_shape, eval=_lin_eval, jvp=_lin_jvp,
+register(RegionRules(Op.WHILE_LIN, shape=_lin_shape,
+                     eval=namespace_rule(Op.WHILE_LIN, _lin_eval), jvp=_lin_jvp,
                      transpose=_lin_transpose, batch=_lin_batch, cost=_lin_cost))
 
 
@@ -395,66 +398,70 @@ def _vjp_shape(*args: Aval, cond, body, body_vjp, n_carry, tangent_carries, tang
     return tuple(x.aval.strong() for x in body_vjp.graph.outputs[n_carry:])
 
 
-def _vjp_eval(*args, cond, body, body_vjp, n_carry, tangent_carries, tangent_caps,
+def _vjp_eval(xp, *args, cond, body, body_vjp, n_carry, tangent_carries, tangent_caps,
               checkpoint_every) -> list:
     """Count the steps T, keep the carry every K steps, then pull the
     cotangent back segment by segment, recomputing each segment's carries:
     memory O((T/K + K) * carry), O(sqrt(T) * carry) for the default K."""
     n, c = n_carry, len(body.graph.inputs) - n_carry
     carry, caps, ct = list(args[:n]), list(args[n:n + c]), list(args[n + c:])
-    steps = _count(cond, body, carry, caps)
+    steps = _count(xp, cond, body, carry, caps)
     every = checkpoint_every or max(1, math.isqrt(max(steps - 1, 0)) + 1)
-    checkpoints = _checkpoints(cond, body, carry, caps, steps, every)
+    checkpoints = _checkpoints(xp, cond, body, carry, caps, steps, every)
     ct_caps = None
     for s in range(len(checkpoints) - 1, -1, -1):
-        states = _segment(cond, body, checkpoints[s], caps, min(every, steps - s * every))
+        states = _segment(xp, cond, body, checkpoints[s], caps, min(every, steps - s * every))
         for state in reversed(states):
-            ct, pulled = _pull(cond, body_vjp, state, caps, ct, n, len(tangent_carries))
-            ct_caps = pulled if ct_caps is None else [a + b for a, b in zip(ct_caps, pulled)]
+            ct, pulled = _pull(xp, cond, body_vjp, state, caps, ct, n, len(tangent_carries))
+            ct_caps = pulled if ct_caps is None else [xp.add(a, b)
+                                                      for a, b in zip(ct_caps, pulled)]
         del states, state  # this segment's carries go before the next one's come
     if ct_caps is None:  # no step ran: the captures got no cotangent
         avals = [x.aval for x in body_vjp.graph.outputs[n + len(tangent_carries):]]
-        ct_caps = [np.zeros(a.shape, a.dtype) for a in avals]
-    return _own(ct, args) + ct_caps
+        ct_caps = [xp.zeros(a.shape, a.dtype) for a in avals]
+    return _own(xp, ct, args) + ct_caps
 
 
-def _count(cond, body, carry: list, caps: list) -> int:
-    steps, active = 0, _predicate(cond, carry, caps)
-    while np.any(active):
-        carry = _step(body, carry, caps, active)
-        active = _predicate(cond, carry, caps)
+def _count(xp, cond, body, carry: list, caps: list) -> int:
+    steps, active = 0, _predicate(xp, cond, carry, caps)
+    while xp.any(active):
+        carry = _step(xp, body, carry, caps, active)
+        active = _predicate(xp, cond, carry, caps)
         steps += 1
     return steps
 
 
-def _checkpoints(cond, body, carry: list, caps: list, steps: int, every: int) -> list[list]:
+def _checkpoints(xp, cond, body, carry: list, caps: list, steps: int,
+                 every: int) -> list[list]:
     """The carry before steps 0, K, 2K ... (those that start a segment)."""
     kept = []
     for t in range(steps):
         if t % every == 0:
             kept.append(carry)
-        carry = _step(body, carry, caps, _predicate(cond, carry, caps))
+        carry = _step(xp, body, carry, caps, _predicate(xp, cond, carry, caps))
     return kept
 
 
-def _segment(cond, body, start: list, caps: list, length: int) -> list[list]:
+def _segment(xp, cond, body, start: list, caps: list, length: int) -> list[list]:
     states = [start]
     for _ in range(length - 1):
-        states.append(_step(body, states[-1], caps, _predicate(cond, states[-1], caps)))
+        states.append(_step(xp, body, states[-1], caps,
+                            _predicate(xp, cond, states[-1], caps)))
     return states
 
 
-def _pull(cond, body_vjp, state: list, caps: list, ct: list, n: int, m: int):
+def _pull(xp, cond, body_vjp, state: list, caps: list, ct: list, n: int, m: int):
     """One step backwards: the cotangent of the carry before the step, and
     the captures' share. A lane that had stopped passes its cotangent on
     unchanged and gives the captures nothing."""
-    active = _predicate(cond, state, caps)
-    if np.ndim(active) == 0:
-        outs = run_graph(body_vjp.graph, state + caps + ct)
+    active = _predicate(xp, cond, state, caps)
+    if xp.ndim(active) == 0:
+        outs = xp.run_graph(body_vjp.graph, state + caps + ct)
         return outs[n:n + m], outs[n + m:]
-    masked = [np.where(lane_mask(active, x), x, np.zeros_like(x)) for x in ct]
-    outs = run_graph(body_vjp.graph, state + caps + masked)
-    back = [np.where(lane_mask(active, b), b, x) for b, x in zip(outs[n:n + m], ct)]
+    masked = [xp.where(lane_mask(xp, active, x), x, xp.zeros(xp.shape(x), x.dtype))
+              for x in ct]
+    outs = xp.run_graph(body_vjp.graph, state + caps + masked)
+    back = [xp.where(lane_mask(xp, active, b), b, x) for b, x in zip(outs[n:n + m], ct)]
     return back, outs[n + m:]
 
 
@@ -525,7 +532,8 @@ def _vjp_cost(node, flops) -> int:
     return 3 * flops(node.attrs["body"].graph) + flops(node.attrs["body_vjp"].graph)
 
 
-register(RegionRules(Op.WHILE_VJP, shape=_vjp_shape, eval=_vjp_eval, jvp=_vjp_jvp,
+register(RegionRules(Op.WHILE_VJP, shape=_vjp_shape,
+                     eval=namespace_rule(Op.WHILE_VJP, _vjp_eval), jvp=_vjp_jvp,
                      batch=_vjp_batch, cost=_vjp_cost))
 
 

@@ -4,9 +4,21 @@ The eager frontend, constant folding and the reference strategy all call
 these rules and nothing else, so eager code, recorded graphs and the oracle
 cannot disagree. A rule takes NumPy arrays (or NumPy scalars) and the op's
 attributes and returns a value of exactly the dtype ``SHAPE`` gives.
+
+A rule that a device runs too (layout ops, the matrix product, control flow)
+is written once against an array namespace, ``rule(xp, *operands, **attrs)``
+(``ArrayNamespace``: the NumPy functions it calls, and ``run_graph`` for a
+region's bodies), and kept in ``EVAL_XP``. ``EVAL`` holds it bound to
+``NUMPY`` once, at import, so the reference's call is one call as before; the
+GPU strategies bind their own namespace (``backends.cuda.namespace``: CuPy
+arrays from isokernel's allocator, bodies run by the device's rules).
 """
 
 from __future__ import annotations
+
+import functools
+import types
+from typing import Protocol
 
 import numpy as np
 
@@ -14,27 +26,51 @@ from .errors import BackendUnavailableError
 from .ops import Op
 
 
-def _broadcast(x, *, shape, dims):
+class ArrayNamespace(Protocol):
+    """What a rule of ``EVAL_XP`` calls: NumPy's functions of these names
+    and signatures, results allocated by the namespace, and the evaluation
+    of a closed sub-graph (a region's body) in it."""
+
+    def empty(self, shape, dtype): ...
+    def zeros(self, shape, dtype): ...
+    def full(self, shape, fill_value, dtype): ...
+    def copy(self, x): ...
+    def reshape(self, x, shape): ...
+    def broadcast_to(self, x, shape): ...
+    def transpose(self, x, axes): ...
+    def flip(self, x, axis): ...
+    def concatenate(self, arrays, axis): ...
+    def matmul(self, a, b): ...
+    def where(self, condition, x, y): ...
+    def add(self, x, y): ...
+    def any(self, x): ...
+    def ndim(self, x) -> int: ...
+    def shape(self, x) -> tuple: ...
+    def result_type(self, x): ...
+    def run_graph(self, graph, args) -> list: ...
+
+
+def _broadcast(xp, x, *, shape, dims):
     expanded = [1] * len(shape)
-    for size, d in zip(np.shape(x), dims):
+    for size, d in zip(xp.shape(x), dims):
         expanded[d] = size
-    return np.broadcast_to(np.reshape(x, expanded), shape)
+    return xp.broadcast_to(xp.reshape(x, expanded), shape)
 
 
-def _slice(x, *, start, limit, stride):
+def _slice(xp, x, *, start, limit, stride):
     return x[tuple(slice(b, e, s) for b, e, s in zip(start, limit, stride))]
 
 
-def _pad(x, value, *, lo, hi, interior):
-    n = np.shape(x)
+def _pad(xp, x, value, *, lo, hi, interior):
+    n = xp.shape(x)
     shape = tuple(a + b + d + max(d - 1, 0) * i for a, b, d, i in zip(lo, hi, n, interior))
-    out = np.full(shape, value, dtype=np.result_type(x))
+    out = xp.full(shape, value, dtype=xp.result_type(x))
     spots = tuple(slice(a, a + (d - 1) * (i + 1) + 1, i + 1) for a, d, i in zip(lo, n, interior))
     out[spots] = x
     return out
 
 
-def _dot_general(a, b, *, contract, batch):
+def _dot_general(xp, a, b, *, contract, batch):
     (ca, cb), (ba, bb) = contract, batch
     fa = [i for i in range(a.ndim) if i not in ca and i not in ba]
     fb = [i for i in range(b.ndim) if i not in cb and i not in bb]
@@ -43,11 +79,11 @@ def _dot_general(a, b, *, contract, batch):
     m = int(np.prod([a.shape[i] for i in fa], dtype=np.int64))
     n = int(np.prod([b.shape[i] for i in fb], dtype=np.int64))
     nb = int(np.prod(batch_shape, dtype=np.int64))
-    lhs = np.transpose(a, (*ba, *fa, *ca)).reshape(nb, m, k)
-    rhs = np.transpose(b, (*bb, *cb, *fb)).reshape(nb, k, n)
-    out = np.matmul(lhs[0], rhs[0])[None] if nb == 1 else np.matmul(lhs, rhs)
+    lhs = xp.reshape(xp.transpose(a, (*ba, *fa, *ca)), (nb, m, k))
+    rhs = xp.reshape(xp.transpose(b, (*bb, *cb, *fb)), (nb, k, n))
+    out = xp.matmul(lhs[0], rhs[0])[None] if nb == 1 else xp.matmul(lhs, rhs)
     shape = batch_shape + [a.shape[i] for i in fa] + [b.shape[i] for i in fb]
-    return out.reshape(shape)
+    return xp.reshape(out, shape)
 
 
 def _reduce(fn):
@@ -256,6 +292,20 @@ def _svd(a, *, full_matrices):
     return [u, s, vh]
 
 
+EVAL_XP = {
+    Op.RESHAPE: lambda xp, x, *, shape: xp.reshape(x, shape),
+    Op.BROADCAST: _broadcast,
+    Op.TRANSPOSE: lambda xp, x, *, perm: xp.transpose(x, perm),
+    Op.SLICE: _slice,
+    Op.PAD: _pad,
+    Op.REV: lambda xp, x, *, axes: xp.flip(x, axes),
+    Op.CONCATENATE: lambda xp, *xs, axis: xp.concatenate(xs, axis=axis),
+    Op.DOT_GENERAL: _dot_general,
+}
+"""The rules written against an array namespace: ``rule(xp, *operands,
+**attrs)``. Control-flow primitives add theirs (``namespace_rule``)."""
+
+
 def run_graph(graph, args) -> list:
     """Evaluate a graph (a region node's body) by these rules. A node with
     several results holds their list; its ``get`` nodes pick from it."""
@@ -264,6 +314,14 @@ def run_graph(graph, args) -> list:
         if node not in env:
             env[node] = EVAL[node.op](*(env[x] for x in node.inputs), **node.attrs)
     return [env[x] for x in graph.outputs]
+
+
+NUMPY: ArrayNamespace = types.SimpleNamespace(
+    empty=np.empty, zeros=np.zeros, full=np.full, copy=np.copy, reshape=np.reshape,
+    broadcast_to=np.broadcast_to, transpose=np.transpose, flip=np.flip,
+    concatenate=np.concatenate, matmul=np.matmul, where=np.where, add=np.add, any=np.any,
+    ndim=np.ndim, shape=np.shape, result_type=np.result_type, run_graph=run_graph)
+"""The namespace ``EVAL`` binds: NumPy itself, bodies run by ``EVAL``."""
 
 
 EVAL = {
@@ -324,14 +382,7 @@ EVAL = {
     Op.REDUCE_PROD: _reduce(np.prod),
     Op.REDUCE_MAX: _reduce_extreme(np.max),
     Op.REDUCE_MIN: _reduce_extreme(np.min),
-    Op.RESHAPE: lambda x, *, shape: np.reshape(x, shape),
-    Op.BROADCAST: _broadcast,
-    Op.TRANSPOSE: lambda x, *, perm: np.transpose(x, perm),
-    Op.SLICE: _slice,
-    Op.PAD: _pad,
-    Op.REV: lambda x, *, axes: np.flip(x, axes),
-    Op.CONCATENATE: lambda *xs, axis: np.concatenate(xs, axis=axis),
-    Op.DOT_GENERAL: _dot_general,
+    **{op: functools.partial(rule, NUMPY) for op, rule in EVAL_XP.items()},
     Op.STOP_GRADIENT: lambda x: x,
     Op.LDEXP: _ldexp,
     Op.LOGB: _logb,
@@ -346,6 +397,15 @@ EVAL = {
     Op.GET: lambda results, *, index: results[index],
 }
 """Region primitives (``ops.REGION``) add their rules here when their module
-registers them (``register_region``)."""
+registers them (``register_region``); one whose meaning a device shares
+registers ``namespace_rule(op, rule)``."""
 # INPUT has no meaning of its own: its value is supplied by the caller.
 NO_EVAL = frozenset({Op.INPUT})
+
+
+def namespace_rule(op: Op, rule):
+    """Record ``rule(xp, *operands, **attrs)`` as ``op``'s meaning over an
+    array namespace (``EVAL_XP``) and return it bound to ``NUMPY``: the EVAL
+    rule a region primitive registers (``register_region``)."""
+    EVAL_XP[op] = rule
+    return functools.partial(rule, NUMPY)

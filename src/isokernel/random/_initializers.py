@@ -14,7 +14,7 @@ from .. import numpy as inp
 from ..ir import ShapeError
 from ._erfinv import erfinv
 from ._keys import as_shape
-from ._samplers import _float_dtype, uniform
+from ._samplers import float_dtype, uniform
 
 _TRUNCATED_STD = 0.87962566103423978  # stddev of a standard normal truncated to (-2, 2)
 
@@ -39,14 +39,14 @@ def _truncated_normal(key, shape, dtype):
 
 
 def _scaled_truncated_normal(key, shape, dtype, variance, name: str):
-    dtype = _float_dtype(dtype, name)
+    dtype = float_dtype(dtype, name)
     stddev = np.sqrt(np.asarray(variance, dtype)) / np.asarray(_TRUNCATED_STD, dtype)
     return _truncated_normal(key, as_shape(shape, name), dtype) * stddev
 
 
 def glorot_uniform(key, shape, dtype=np.float64):
     """Uniform in ±sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio, 2010)."""
-    dtype = _float_dtype(dtype, "glorot_uniform")
+    dtype = float_dtype(dtype, "glorot_uniform")
     shape = as_shape(shape, "glorot_uniform")
     fan_in, fan_out = _fans(shape, "glorot_uniform")
     variance = np.asarray(1.0 / ((fan_in + fan_out) / 2), dtype)

@@ -15,7 +15,9 @@ from ._erfinv import erfinv
 from ._keys import as_shape, counter_words, split
 
 
-def _float_dtype(dtype, name: str) -> np.dtype:
+def float_dtype(dtype, name: str) -> np.dtype:
+    """``dtype`` as a NumPy float dtype, else a ``DTypeError`` naming
+    ``random.<name>``."""
     dtype = dtypes.canonical(dtype)
     if dtype not in dtypes.FLOATS:
         raise DTypeError(f"random.{name}: dtype {dtype.name} is not a float dtype; "
@@ -49,7 +51,7 @@ def _unit(key, shape, dtype, name: str):
 
 def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
     """Floats uniform in [minval, maxval), ``jax.random.uniform``'s bits."""
-    dtype = _float_dtype(dtype, "uniform")
+    dtype = float_dtype(dtype, "uniform")
     lo, hi = _as(minval, dtype), _as(maxval, dtype)
     floats = _unit(key, as_shape(shape, "uniform"), dtype, "uniform")
     return inp.maximum(lo, floats * (hi - lo) + lo)
@@ -58,7 +60,7 @@ def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
 def normal(key, shape=(), dtype=np.float64):
     """Standard normal draws: ``sqrt(2) * erfinv(u)`` for ``u`` uniform in
     (-1, 1), as ``jax.random.normal``."""
-    dtype = _float_dtype(dtype, "normal")
+    dtype = float_dtype(dtype, "normal")
     shape = as_shape(shape, "normal")
     lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
     u = uniform(key, shape, dtype, lo, 1.0)

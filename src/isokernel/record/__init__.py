@@ -1,19 +1,17 @@
 """Recording: tracers, the hash-consing builder, and the NumPy-like frontend."""
 
+from . import frontend  # noqa: F401  (sets the Python operators and methods of Tracer)
 from .tracer import (
     FOLD_LIMIT,
     Builder,
     ShapeDtype,
     Tracer,
-    _install_array_methods,
     bind,
     current_builder,
     replay,
     trace,
     trace_flat,
 )
-
-_install_array_methods()
 
 __all__ = ["FOLD_LIMIT", "Builder", "ShapeDtype", "Tracer", "bind", "current_builder", "replay",
            "trace", "trace_flat"]

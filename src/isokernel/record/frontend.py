@@ -38,8 +38,9 @@ def _is_weak_scalar(x) -> bool:
     return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
 
 
-def _dtype_of(x, name: str) -> tuple[np.dtype, bool]:
-    """(dtype, weak) of an operand, rejecting what isokernel cannot compute."""
+def dtype_of(x, name: str) -> tuple[np.dtype, bool]:
+    """(dtype, weak) of an operand, rejecting what isokernel cannot compute
+    (a ``DTypeError`` naming the function ``name``)."""
     if isinstance(x, Tracer):
         return x.dtype, x.weak
     if isinstance(x, np.ma.MaskedArray):
@@ -63,7 +64,7 @@ def _result_dtype(name: str, operands) -> tuple[np.dtype, bool]:
     """The common dtype of ``operands`` and whether the result is weak."""
     strong, weak = [], []
     for x in operands:
-        dtype, is_weak = _dtype_of(x, name)
+        dtype, is_weak = dtype_of(x, name)
         (weak if is_weak else strong).append(dtype)
     kinds = list(dict.fromkeys(strong))
     if len(kinds) > 1:
@@ -109,9 +110,10 @@ def _common_shape(name: str, operands) -> tuple[int, ...]:
                          f"reshape or slice one so trailing axes match or are 1") from None
 
 
-def _prepare(name: str, operands, dtype: np.dtype | None = None):
-    """Operands cast to one dtype and broadcast to one shape; also returns
-    whether every operand was a weak Python scalar."""
+def unify(name: str, operands, dtype: np.dtype | None = None):
+    """Operands cast to one dtype (``dtype``, else their common one) and
+    broadcast to one shape; also returns whether every operand was a weak
+    Python scalar."""
     common, all_weak = _result_dtype(name, operands)
     dtype = dtype or common
     builder = current_builder()
@@ -145,7 +147,7 @@ def _binary(op: Op, name: str, float_only: bool = False):
     def fn(x, y):
         common, _ = _result_dtype(name, (x, y))
         target = _dt.float_of(common) if float_only else None
-        (x, y), all_weak = _prepare(name, (x, y), target)
+        (x, y), all_weak = unify(name, (x, y), target)
         return _finish(_apply(op, x, y), all_weak)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting."
@@ -154,11 +156,11 @@ def _binary(op: Op, name: str, float_only: bool = False):
 
 def _unary(op: Op, name: str, float_only: bool = True, ints_identity: bool = False):
     def fn(x):
-        dtype, _ = _dtype_of(x, name)
+        dtype, _ = dtype_of(x, name)
         if ints_identity and dtype in _dt.INTS:
             return x
         target = _dt.float_of(dtype) if float_only else None
-        (x,), all_weak = _prepare(name, (x,), target)
+        (x,), all_weak = unify(name, (x,), target)
         return _finish(_apply(op, x), all_weak)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}``; integer operands are computed in float64."
@@ -213,7 +215,7 @@ arctanh = _unary(Op.ATANH, "arctanh")
 
 def positive(x):
     """``+x``: the operand itself."""
-    _dtype_of(x, "positive")
+    dtype_of(x, "positive")
     return x
 
 
@@ -221,7 +223,7 @@ def power(x, y):
     """``x ** y``. Python-scalar exponents 2, 0.5 and -1 take NumPy's own
     fast paths (x*x, sqrt, 1/x), so results match ``ndarray ** y`` bit for bit."""
     if _is_weak_scalar(y) and not isinstance(y, bool) and not _is_weak_scalar(x):
-        dtype, _ = _dtype_of(x, "power")
+        dtype, _ = dtype_of(x, "power")
         if y == 2 and dtype != bool_:
             return multiply(x, x)
         if dtype in _dt.FLOATS and y == 1:
@@ -230,7 +232,7 @@ def power(x, y):
             return sqrt(x)
         if dtype in _dt.FLOATS and y == -1:
             return divide(1.0, x)
-    (x, y), all_weak = _prepare("power", (x, y))
+    (x, y), all_weak = unify("power", (x, y))
     return _finish(_apply(Op.POW, x, y), all_weak)
 
 
@@ -264,7 +266,7 @@ def hypot(x, y):
 
 
 def _float(x, name: str):
-    dtype, _ = _dtype_of(x, name)
+    dtype, _ = dtype_of(x, name)
     return x if dtype in _dt.FLOATS else _to(x, _dt.float64)
 
 
@@ -278,17 +280,17 @@ def clip(x, a_min=None, a_max=None):
 
 
 def isnan(x):
-    dtype, _ = _dtype_of(x, "isnan")
+    dtype, _ = dtype_of(x, "isnan")
     return not_equal(x, x) if dtype in _dt.FLOATS else _const_like(x, False)
 
 
 def isinf(x):
-    dtype, _ = _dtype_of(x, "isinf")
+    dtype, _ = dtype_of(x, "isinf")
     return equal(abs(x), inf) if dtype in _dt.FLOATS else _const_like(x, False)
 
 
 def isfinite(x):
-    dtype, _ = _dtype_of(x, "isfinite")
+    dtype, _ = dtype_of(x, "isfinite")
     return less(abs(x), inf) if dtype in _dt.FLOATS else _const_like(x, True)
 
 
@@ -302,10 +304,10 @@ def _const_like(x, value):
 def _logical(op: Op, name: str):
     def fn(x, y):
         for v in (x, y):
-            if _dtype_of(v, name)[0] != bool_:
+            if dtype_of(v, name)[0] != bool_:
                 raise DTypeError(f"{name} at {user_where()}: expects bool operands, got "
-                                 f"{_dtype_of(v, name)[0].name}; compare first, e.g. x > 0")
-        (x, y), all_weak = _prepare(name, (x, y))
+                                 f"{dtype_of(v, name)[0].name}; compare first, e.g. x > 0")
+        (x, y), all_weak = unify(name, (x, y))
         return _finish(bind(op, x, y), all_weak)
     fn.__name__ = fn.__qualname__ = name
     return fn
@@ -317,17 +319,17 @@ logical_or = _logical(Op.OR, "logical_or")
 
 def logical_xor(x, y):
     for v in (x, y):
-        if _dtype_of(v, "logical_xor")[0] != bool_:
+        if dtype_of(v, "logical_xor")[0] != bool_:
             raise DTypeError(f"logical_xor at {user_where()}: expects bool operands; "
                              f"compare first, e.g. x > 0")
     return not_equal(x, y)
 
 
 def logical_not(x):
-    if _dtype_of(x, "logical_not")[0] != bool_:
+    if dtype_of(x, "logical_not")[0] != bool_:
         raise DTypeError(f"logical_not at {user_where()}: expects a bool operand; "
                          f"compare first, e.g. x == 0")
-    (x,), all_weak = _prepare("logical_not", (x,))
+    (x,), all_weak = unify("logical_not", (x,))
     return _finish(bind(Op.NOT, x), all_weak)
 
 
@@ -339,7 +341,7 @@ def _bitwise(op: Op, name: str):
     ``&``, ``|``, ``^``, on bools, where it is the logical op; the op's shape
     rule refuses floats (and bools for shifts), naming the fix."""
     def fn(x, y):
-        (x, y), all_weak = _prepare(name, (x, y))
+        (x, y), all_weak = unify(name, (x, y))
         return _finish(bind(op, x, y), all_weak)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``numpy.{name}`` with NumPy broadcasting."
@@ -356,7 +358,7 @@ right_shift = _bitwise(Op.SHIFT_RIGHT, "right_shift")
 def invert(x):
     """Elementwise ``numpy.invert`` (``~``): the bits complemented on integers,
     ``logical_not`` on bools."""
-    (x,), all_weak = _prepare("invert", (x,))
+    (x,), all_weak = unify("invert", (x,))
     return _finish(bind(Op.NOT, x), all_weak)
 
 
@@ -366,11 +368,11 @@ bitwise_not = invert
 def where(condition, x, y):
     """``x`` where ``condition`` holds, else ``y``. Both sides are computed
     (it is a select, not a branch)."""
-    if _dtype_of(condition, "where")[0] != bool_:
+    if dtype_of(condition, "where")[0] != bool_:
         raise DTypeError(f"where at {user_where()}: condition must be bool; "
                          f"compare first, e.g. inp.where(c != 0, x, y)")
     dtype, all_weak = _result_dtype("where", (x, y))
-    (x, y), _ = _prepare("where", (x, y), dtype)
+    (x, y), _ = unify("where", (x, y), dtype)
     (condition, x, y), _ = _prepare_mixed("where", (condition, x, y))
     return _finish(bind(Op.SELECT, condition, x, y), all_weak and not _shape_of(condition))
 
@@ -379,9 +381,9 @@ def _prepare_mixed(name: str, operands):
     """Broadcast operands that already have their dtypes to one shape."""
     builder = current_builder()
     if builder is not None and builtins.any(isinstance(x, Tracer) for x in operands):
-        operands = [as_tracer(_to(x, _dtype_of(x, name)[0]), builder) for x in operands]
+        operands = [as_tracer(_to(x, dtype_of(x, name)[0]), builder) for x in operands]
     else:
-        operands = [_to(x, _dtype_of(x, name)[0]) for x in operands]
+        operands = [_to(x, dtype_of(x, name)[0]) for x in operands]
     shape = _common_shape(name, operands)
     return [_broadcast_to_shape(x, shape) for x in operands], False
 
@@ -400,7 +402,7 @@ def asarray(x, dtype=None):
     if isinstance(x, np.ma.MaskedArray):
         raise DTypeError(f"asarray at {user_where()}: {MASKED}")
     array = np.asarray(x, dtype=None if dtype is None else _dt.canonical(dtype))
-    _dtype_of(array, "asarray")
+    dtype_of(array, "asarray")
     return array
 
 
@@ -433,7 +435,7 @@ def _axes(axis, rank: int, name: str) -> tuple[int, ...]:
 
 def _reduce(op: Op, name: str):
     def fn(x, axis=None, keepdims: bool = False):
-        dtype, weak = _dtype_of(x, name)
+        dtype, weak = dtype_of(x, name)
         if dtype == bool_:
             x, dtype = _to(x, int64), int64
         elif not isinstance(x, Tracer):
@@ -509,7 +511,7 @@ def _operand(x, name: str):
     """An array operand: tracers as they are, anything else as NumPy."""
     if isinstance(x, Tracer):
         return x
-    dtype, _ = _dtype_of(x, name)
+    dtype, _ = dtype_of(x, name)
     return np.asarray(x, dtype=dtype)
 
 
@@ -608,7 +610,7 @@ def pad(x, pad_width, constant_values=0):
     per axis)."""
     old = _shape_of(x)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(old), 2))
-    dtype, _ = _dtype_of(x, "pad")
+    dtype, _ = dtype_of(x, "pad")
     operands = _same_recording([_operand(x, "pad"), _to(constant_values, dtype)])
     return bind(Op.PAD, *operands, lo=tuple(int(a) for a in widths[:, 0]),
                 hi=tuple(int(b) for b in widths[:, 1]), interior=(0,) * len(old))
@@ -744,7 +746,7 @@ def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``. Inside a recording it
     is a broadcast of one scalar, never a materialized constant."""
     shape = _shape_arg(shape)
-    dtype = _dt.canonical(dtype) if dtype is not None else _dtype_of(fill_value, "full")[0]
+    dtype = _dt.canonical(dtype) if dtype is not None else dtype_of(fill_value, "full")[0]
     value = _to(fill_value, dtype)
     if isinstance(value, Tracer) or current_builder() is not None:
         return _broadcast_to_shape(as_tracer(value, current_builder()), shape)
@@ -760,7 +762,7 @@ def ones(shape, dtype=float64):
 
 
 def full_like(x, fill_value, dtype=None):
-    return full(_shape_of(x), fill_value, _dtype_of(x, "full_like")[0] if dtype is None else dtype)
+    return full(_shape_of(x), fill_value, dtype_of(x, "full_like")[0] if dtype is None else dtype)
 
 
 def zeros_like(x, dtype=None):
@@ -818,7 +820,7 @@ def _scan(a, axis, dtype, name: str, combine, identity):
     x, axis = _flat_or_axis(a, axis, name)
     if dtype is not None:
         x = astype(x, dtype)
-    elif _dtype_of(x, name)[0] == bool_:
+    elif dtype_of(x, name)[0] == bool_:
         x = astype(x, int64)
     n, rank, shift = _shape_of(x)[axis], len(_shape_of(x)), 1
     while shift < n:
@@ -832,7 +834,7 @@ def _scan(a, axis, dtype, name: str, combine, identity):
 
 def _zero_of(x):
     """-0.0 for floats (x + -0.0 is x, also for x = -0.0), 0 for integers."""
-    return -0.0 if _dtype_of(x, "cumsum")[0] in _dt.FLOATS else 0
+    return -0.0 if dtype_of(x, "cumsum")[0] in _dt.FLOATS else 0
 
 
 def cumsum(a, axis=None, dtype=None):
@@ -911,7 +913,7 @@ def _edge(value, x, axis: int):
         return value
     shape = list(_shape_of(x))
     shape[axis] = 1
-    return full(shape, value, _dtype_of(x, "diff")[0])
+    return full(shape, value, dtype_of(x, "diff")[0])
 
 
 def trapezoid(y, x=None, dx=1.0, axis: int = -1):
@@ -1022,7 +1024,7 @@ def _place_diagonal(v, n: int, m: int, k: int):
     """An n x m matrix with the vector ``v`` on its ``k``-th diagonal: ``v``
     padded with m zeros between elements (interior padding), reshaped."""
     first, count = _diagonal_span(n, m, k)
-    dtype, _ = _dtype_of(v, "diag")
+    dtype, _ = dtype_of(v, "diag")
     if count == 0:
         return zeros((n, m), dtype)
     hi = n * m - (first + (count - 1) * (m + 1) + 1)
@@ -1131,7 +1133,7 @@ def logaddexp(x1, x2):
 def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf=None, neginf=None):
     """NumPy ``nan_to_num``: NaN, +inf and -inf replaced (by default with 0
     and the dtype's largest finite magnitudes)."""
-    dtype, _ = _dtype_of(x, "nan_to_num")
+    dtype, _ = dtype_of(x, "nan_to_num")
     if dtype not in _dt.FLOATS:
         return x
     big = float(np.finfo(dtype).max)
@@ -1145,7 +1147,7 @@ def fmod(x1, x2):
     ``copysign(remainder(|x1|, |x2|), x1)`` (for positive operands NumPy's
     ``remainder`` is ``fmod``)."""
     common, _ = _result_dtype("fmod", (x1, x2))
-    (a, b), all_weak = _prepare("fmod", (x1, x2))
+    (a, b), all_weak = unify("fmod", (x1, x2))
     magnitude = remainder(_abs_one_at_zero(a), abs(b))
     if common not in _dt.FLOATS:
         return _finish(multiply(sign(a), magnitude), all_weak)
@@ -1210,7 +1212,7 @@ def all(a, axis=None, keepdims: bool = False):  # noqa: A001 - NumPy's name
 
 
 def _truth(a, name: str):
-    dtype, _ = _dtype_of(a, name)
+    dtype, _ = dtype_of(a, name)
     truth = a if dtype == bool_ else not_equal(a, 0)
     return astype(truth, int32)
 
@@ -1223,7 +1225,7 @@ def _arg_extreme(a, axis, keepdims: bool, reduce, name: str):
         raise ValueError(f"{name} at {user_where()}: attempt to get {name} of an empty "
                          f"sequence")
     hit = equal(x, reduce(x, ax, keepdims=True))
-    if _dtype_of(x, name)[0] in _dt.FLOATS:
+    if dtype_of(x, name)[0] in _dt.FLOATS:
         hit = logical_or(hit, isnan(x))
     index_shape = [1] * len(_shape_of(x))
     index_shape[ax] = n
@@ -1395,7 +1397,7 @@ copysign = _binary(Op.COPYSIGN, "copysign", float_only=True)
 
 def signbit(x):
     """NumPy ``signbit``: the sign bit (set for -0.0 and negative NaNs)."""
-    dtype, _ = _dtype_of(x, "signbit")
+    dtype, _ = dtype_of(x, "signbit")
     if dtype not in _dt.FLOATS:
         return less(x, 0)
     return less(copysign(1.0, x), 0.0)
@@ -1470,7 +1472,7 @@ def empty_like(x, dtype=None):
 
 def count_nonzero(a, axis=None, keepdims: bool = False):
     """NumPy ``count_nonzero``: an int64 count of the nonzero elements."""
-    dtype, _ = _dtype_of(a, "count_nonzero")
+    dtype, _ = dtype_of(a, "count_nonzero")
     return sum(a if dtype == bool_ else not_equal(a, 0), axis, keepdims)
 
 
@@ -1482,7 +1484,7 @@ def ptp(a, axis=None, keepdims: bool = False):
 def nansum(a, axis=None, keepdims: bool = False):
     """NumPy ``nansum``: NaNs replaced by 0, then ``sum``."""
     a = _operand(a, "nansum")
-    dtype, _ = _dtype_of(a, "nansum")
+    dtype, _ = dtype_of(a, "nansum")
     return sum(where(isnan(a), 0, a) if dtype in _dt.FLOATS else a, axis, keepdims)
 
 
@@ -1490,7 +1492,7 @@ def nanmean(a, axis=None, keepdims: bool = False):
     """NumPy ``nanmean``: the sum of the non-NaN elements over their count."""
     a = _float(_operand(a, "nanmean"), "nanmean")
     count = sum(logical_not(isnan(a)), axis, keepdims)
-    return divide(nansum(a, axis, keepdims), astype(count, _dtype_of(a, "nanmean")[0]))
+    return divide(nansum(a, axis, keepdims), astype(count, dtype_of(a, "nanmean")[0]))
 
 
 def average(a, axis=None, weights=None, keepdims: bool = False):
@@ -1507,3 +1509,48 @@ def average(a, axis=None, weights=None, keepdims: bool = False):
         w = reshape(w, shape)
     total = sum(broadcast_to(w, _shape_of(a)), axis, keepdims)
     return divide(sum(multiply(a, w), axis, keepdims), total)
+
+
+# ------------------------------------------------ operators and methods on tracers
+
+def _swapped(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _shape_args(args: tuple):
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+
+
+def _install_array_methods() -> None:
+    """Python operators and ndarray-style methods on tracers, each one
+    frontend function (set here: ``tracer.py`` sits below the frontend)."""
+    ops = {
+        "add": add, "sub": subtract, "mul": multiply, "truediv": divide,
+        "floordiv": floor_divide, "mod": remainder, "pow": power,
+        "matmul": matmul, "and": bitwise_and, "or": bitwise_or,
+        "xor": bitwise_xor, "lshift": left_shift, "rshift": right_shift,
+    }
+    for name, fn in ops.items():
+        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn: fn(self, other))
+        setattr(Tracer, f"__r{name}__", _swapped(fn))
+    compare = {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal,
+               "eq": equal, "ne": not_equal}
+    for name, fn in compare.items():
+        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn: fn(self, other))
+    Tracer.__neg__ = negative
+    Tracer.__pos__ = positive
+    Tracer.__abs__ = absolute
+    Tracer.__invert__ = invert
+    Tracer.__getitem__ = getitem
+    Tracer.astype = astype
+    Tracer.sum, Tracer.prod, Tracer.mean = sum, prod, mean
+    Tracer.max, Tracer.min = max, min
+    Tracer.clip, Tracer.dot, Tracer.round = clip, dot, round
+    Tracer.squeeze, Tracer.ravel, Tracer.flatten = squeeze, ravel, ravel
+    Tracer.swapaxes = swapaxes
+    Tracer.reshape = lambda self, *shape: reshape(self, _shape_args(shape))
+    Tracer.transpose = lambda self, *axes: transpose(self, _shape_args(axes) or None)
+    Tracer.T = property(lambda self: transpose(self))
+
+
+_install_array_methods()

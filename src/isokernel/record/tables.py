@@ -135,10 +135,10 @@ def _operands(x, layer):
     """x in its float dtype and the layer index converted to that dtype
     (an explicit cast: layer indices are small integers, exact in it),
     broadcast together."""
-    dtype = _dt.float_of(F._dtype_of(x, "table lookup")[0])
+    dtype = _dt.float_of(F.dtype_of(x, "table lookup")[0])
     x = F.astype(x, dtype)
     layer = F.astype(layer, dtype)
-    (x, layer), _ = F._prepare("table lookup", (x, layer), dtype)
+    (x, layer), _ = F.unify("table lookup", (x, layer), dtype)
     return x, layer
 
 

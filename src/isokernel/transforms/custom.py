@@ -37,6 +37,7 @@ from ..ir import Aval, DifferentiationError, Op, ShapeError, SubGraph, dtypes
 from ..ir.eval import run_graph
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..record import ShapeDtype, Tracer, bind, current_builder, replay, trace_flat
+from ..record import frontend as F
 from ..record.tracer import aval_of_example
 from .api import copy_identity
 from .graphs import retrace, zeros
@@ -266,7 +267,6 @@ def _examples_of(nodes):
 
 def _ct_leaves(name: str, ct, arg) -> list:
     """One cotangent leaf per leaf of ``arg``; ``None`` means zero."""
-    from ..record import frontend as F
     arg_leaves = tree_flatten(arg)[0]
     if ct is None:
         return [F.zeros(aval_of_example(a).shape, aval_of_example(a).dtype) for a in arg_leaves]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..ir import Aval, Graph, Node, dtypes, toposort
-from ..record import Builder, Tracer, bind
+from ..record import Builder, Tracer, bind, current_builder
 from ..record import frontend as F
 
 
@@ -31,7 +31,6 @@ def retrace(in_avals: Sequence[Aval], body: Callable, names: Sequence[str] = (),
 
 def const(node: Node):
     """A CONST node's value as a node of the active recording."""
-    from ..record import current_builder
     return Tracer(current_builder().const(node.attrs["value"].value), current_builder())
 
 

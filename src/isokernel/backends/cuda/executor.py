@@ -8,31 +8,34 @@ Elementwise ops launch the kernel ``codegen.cuda.elementwise_kernel`` makes
 from the shared C body, so a node computes on the GPU with exactly the
 expression the megakernel inlines (NVRTC, ``--fmad=false``, IEEE division and
 square root, subnormals kept). Reductions run isokernel's deterministic
-kernels in NumPy's order (``codegen.reduce``); layout ops are CuPy views and
-copies; the matrix product is ``cupy.matmul`` (cuBLAS).
+kernels in NumPy's order (``codegen.reduce``). Layout ops, the matrix product
+and control flow run the reference's own rules (``ir.eval.EVAL_XP``) over the
+device's array namespace (``namespace``): views, copies through isokernel's
+allocator, ``cupy.matmul`` (cuBLAS), bodies op by op on the device.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from ... import control  # noqa: F401 - its primitives' rules are in EVAL_XP before CUPY
 from ...codegen import cuda as cg
 from ...codegen.c_expr import C_EXPR, Ctx
 from ...codegen.pixel import pixel_count
 from ...codegen.reduce import pairwise_tree
 from ...codegen.reduce import plan as reduce_plan
-from ...ir import Op, PlanningError, dtypes, subgraphs
+from ...ir import EVAL, Op, PlanningError, dtypes, subgraphs
+from ...ir.eval import EVAL_XP
 from ...ir.ops import CONTROL, ELEMENTWISE, REDUCE
 from ..capsules import Capsule, NumericalPolicy, lookup, register
 from ..executable import ExecutableBase
 from ..liveness import release_schedule, static_liveness
 from ..planning import NodePlan, Plan
 from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
-from . import control
 from .capsules import BLAS_PROVIDER, FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
+from .namespace import DeviceNamespace
 
 # --- the rules ----------------------------------------------------------------------------
 
@@ -135,67 +138,14 @@ def _halve(level, r, blocks: int, block: int, rows: int) -> None:
         n_full, n_last = (n_full + 1) // 2, (n_last + 1) // 2
 
 
-def _reshape(ex, x, shape):
-    """A view where the layout allows one; otherwise a device copy first
-    (through isokernel's allocator)."""
-    if not x.flags.c_contiguous and math.prod(shape) > 1:
-        x = ex.rt.contiguous(x)
-    return x.reshape(shape)
-
-
-def _broadcast(ex, x, *, shape, dims):
-    expanded = [1] * len(shape)
-    for size, d in zip(x.shape, dims):
-        expanded[d] = size
-    return ex.rt.xp.broadcast_to(_reshape(ex, x, tuple(expanded)), shape)
-
-
-def _slice(ex, x, *, start, limit, stride):
-    return x[tuple(slice(b, e, s) for b, e, s in zip(start, limit, stride))]
-
-
-def _pad(ex, x, value, *, lo, hi, interior):
-    shape = tuple(a + b + d + max(d - 1, 0) * i
-                  for a, b, d, i in zip(lo, hi, x.shape, interior))
-    out = ex.rt.empty(shape, x.dtype)
-    out[...] = value
-    spots = tuple(slice(a, a + (d - 1) * (i + 1) + 1, i + 1)
-                  for a, d, i in zip(lo, x.shape, interior))
-    out[spots] = x
-    return out
-
-
-def _concatenate(ex, *xs, axis):
-    shape = list(xs[0].shape)
-    shape[axis] = sum(x.shape[axis] for x in xs)
-    out = ex.rt.empty(tuple(shape), xs[0].dtype)
-    ex.rt.xp.concatenate(xs, axis=axis, out=out)
-    return out
-
-
-def _dot_general(ex, a, b, *, contract, batch):
-    """``ir.eval``'s meaning, with the product through cuBLAS."""
-    (ca, cb), (ba, bb) = contract, batch
-    fa = [i for i in range(a.ndim) if i not in ca and i not in ba]
-    fb = [i for i in range(b.ndim) if i not in cb and i not in bb]
-    batch_shape = [a.shape[i] for i in ba]
-    k = math.prod(a.shape[i] for i in ca)
-    m = math.prod(a.shape[i] for i in fa)
-    n = math.prod(b.shape[i] for i in fb)
-    nb = math.prod(batch_shape)
-    lhs = _reshape(ex, a.transpose((*ba, *fa, *ca)), (nb, m, k))
-    rhs = _reshape(ex, b.transpose((*bb, *cb, *fb)), (nb, k, n))
-    out = ex.rt.empty((nb, m, n), a.dtype)
-    if nb == 1:
-        ex.rt.xp.matmul(lhs[0], rhs[0], out=out[0])
-    else:
-        ex.rt.xp.matmul(lhs, rhs, out=out)
-    shape = batch_shape + [a.shape[i] for i in fa] + [b.shape[i] for i in fb]
-    return out.reshape(shape)
-
-
-def _attrs(fn):
-    return lambda ex, node, *xs: fn(ex, *xs, **node.attrs)
+def _by_meaning(op: Op):
+    """The op's one meaning (``ir.eval.EVAL_XP``) in the executor's array
+    namespace (``namespace.DeviceNamespace``): layout ops as views or copies
+    through isokernel's allocator, the matrix product through cuBLAS, control
+    flow with its bodies run on the device (the host reads a ``while``'s
+    predicate and a ``cond``'s index, one value per step)."""
+    rule = EVAL_XP[op]
+    return lambda ex, node, *xs: rule(ex.xp, *xs, **node.attrs)
 
 
 def _table(ex, node, x, layer):
@@ -223,7 +173,7 @@ def _fused(ex, node, *xs):
     found = ex.fused(node) if ex.fused_kernels else None
     if found is None:
         ex.forms_as_composition += 1
-        return _composition(ex, node, xs)
+        return ex.run_graph(node.attrs["body"].graph, xs)[0]
     module, kernels = found
     ex.forms_as_kernels += 1
     body = node.attrs["body"].graph
@@ -231,15 +181,6 @@ def _fused(ex, node, *xs):
     (out,) = run_region(ex, module.kernels[0], kernels, lambda n: operand[n],
                         module.partition.pixels)
     return out
-
-
-def _composition(ex, node, xs):
-    body = node.attrs["body"].graph
-    env = dict(zip(body.inputs, xs))
-    for inner in body.nodes:
-        if inner not in env:
-            env[inner] = ex.run_node(inner, env)
-    return env[body.outputs[0]]
 
 
 def run_region(ex, region_kernel, loaded: dict, value_of, rows: int) -> list:
@@ -320,14 +261,7 @@ def _svd(ex, node, a):
 CUPY = {
     **{op: _elementwise for op in ELEMENTWISE},
     **{op: _reduce for op in REDUCE},
-    Op.RESHAPE: lambda ex, node, x: _reshape(ex, x, node.attrs["shape"]),
-    Op.BROADCAST: _attrs(_broadcast),
-    Op.TRANSPOSE: lambda ex, node, x: x.transpose(node.attrs["perm"]),
-    Op.SLICE: _attrs(_slice),
-    Op.PAD: _attrs(_pad),
-    Op.REV: lambda ex, node, x: ex.rt.xp.flip(x, node.attrs["axes"]),
-    Op.CONCATENATE: _attrs(_concatenate),
-    Op.DOT_GENERAL: _attrs(_dot_general),
+    **{op: _by_meaning(op) for op in EVAL_XP},
     Op.LU: _lu,
     Op.TRIANGULAR_SOLVE: _triangular_solve,
     Op.CHOLESKY: _cholesky,
@@ -336,17 +270,12 @@ CUPY = {
     Op.SVD: _svd,
     Op.TABLE_LOOKUP: _table,
     Op.FUSED: _fused,
-    Op.COND: control.cond_rule,
-    Op.WHILE: control.while_rule,
-    Op.WHILE_LIN: control.while_lin_rule,
-    Op.WHILE_VJP: control.while_vjp_rule,
-    Op.SCAN: control.scan_rule,
-    Op.CHECKPOINT: control.checkpoint_rule,
-    Op.GET: control.get_rule,
+    Op.GET: lambda ex, node, results: EVAL[Op.GET](results, **node.attrs),
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array`` (control flow: a list of them, which its
-gets read; ``control``)."""
+gets read). Layout ops, the matrix product and control flow run their one
+meaning (``ir.eval.EVAL_XP``) in the executor's namespace."""
 
 _VENDOR = NumericalPolicy(subnormals="implementation-defined",
                           contraction="implementation-defined (cuSOLVER/cuBLAS use FMA)",
@@ -411,6 +340,7 @@ class DeviceExecutor:
             from .runtime import runtime as get_runtime
             runtime = get_runtime(_current_device() if device is None else device)
         self.rt = runtime
+        self.xp = DeviceNamespace(runtime, self.run_graph)
         self.graph = graph
         self.reductions = check_mode(reductions)
         self.pixels = pixel_count(graph)
@@ -505,6 +435,15 @@ class DeviceExecutor:
         if node.op is Op.CONST:
             return self.const(node)
         return CUPY[node.op](self, node, *(self.value(x, env) for x in node.inputs))
+
+    def run_graph(self, graph, args) -> list:
+        """A closed sub-graph (a region's body) on the device, every node by
+        its ``CUPY`` rule."""
+        env = dict(zip(graph.inputs, args))
+        for node in graph.nodes:
+            if node not in env:
+                env[node] = self.run_node(node, env)
+        return [self.value(x, env) for x in graph.outputs]
 
 
 def _current_device() -> int:

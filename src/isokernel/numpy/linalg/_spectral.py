@@ -23,12 +23,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir import Op, ShapeError, TracerError
-from ..ir.source import user_where
-from ..record import Tracer, bind
-from ..record import frontend as F
-from ..transforms import custom_jvp
-from ._dense import _float, _same_dtype, _square
+from ...ir import Op, ShapeError, TracerError
+from ...ir.source import user_where
+from ...record import Tracer, bind
+from ...record import frontend as F
+from ...transforms import custom_jvp
+from ._dense import as_float, as_square, check_same_dtype
 
 
 class QRResult(NamedTuple):
@@ -55,7 +55,7 @@ class LstsqResult(NamedTuple):
 
 
 def _matrices(a, name: str):
-    a = _float(a, name, "a")
+    a = as_float(a, name, "a")
     if a.ndim < 2:
         raise ShapeError(f"{name} at {user_where()}: a must hold matrices in its last two "
                          f"axes, got shape {tuple(a.shape)}; pass (..., m, n)")
@@ -75,7 +75,7 @@ def qr(a, mode: str = "reduced"):
 def eigh(a, UPLO: str = "L"):  # noqa: N803 - NumPy's name
     """NumPy's ``linalg.eigh``: eigenvalues ascending and eigenvectors (as
     columns) of symmetric matrices, from the triangle ``UPLO`` names."""
-    a = _square(a, "eigh")
+    a = as_square(a, "eigh")
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigh at {user_where()}: UPLO={UPLO!r} is not 'L' or 'U'")
     return EighResult(*bind(Op.EIGH, a, lower=UPLO == "L"))
@@ -175,8 +175,8 @@ def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
     otherwise. ``numpy_resid=True`` (JAX's keyword) is NumPy's rule exactly,
     outside a recording only."""
     a = _matrices(a, "lstsq")
-    b = _float(b, "lstsq", "b")
-    _same_dtype(a, b, "lstsq")
+    b = as_float(b, "lstsq", "b")
+    check_same_dtype(a, b, "lstsq")
     m, n = a.shape[-2:]
     if b.shape[0 if b.ndim == 1 else -2] != m:
         raise ShapeError(f"lstsq at {user_where()}: b of shape {tuple(b.shape)} does not fit "

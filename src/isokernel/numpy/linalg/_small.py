@@ -21,7 +21,7 @@ entries.
 
 from __future__ import annotations
 
-from ..record import frontend as F
+from ...record import frontend as F
 
 SMALL = 4
 """The largest matrix (and right-hand-side column count) unrolled."""

@@ -18,12 +18,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir import DTypeError, Op, ShapeError
-from ..ir import dtypes as _dt
-from ..ir.source import user_where
-from ..record import Tracer, bind, current_builder
-from ..record import frontend as F
-from ..transforms import custom_jvp
+from ...ir import DTypeError, Op, ShapeError
+from ...ir import dtypes as _dt
+from ...ir.source import user_where
+from ...record import Tracer, bind, current_builder
+from ...record import frontend as F
+from ...transforms import custom_jvp
 from . import _small
 
 NOT_FLOAT = ("{name} at {where}: {what} has dtype {dtype}; linear algebra computes in float32 "
@@ -34,7 +34,9 @@ NO_FIT = ("{name} at {where}: {what} of shape {shape} does not fit matrices of s
           "{matrix}; pass {vector} or (..., {n}, k)")
 
 
-def _float(x, name: str, what: str):
+def as_float(x, name: str, what: str):
+    """``x`` as an array of float32 or float64, else a ``DTypeError`` naming
+    the function ``name`` and the argument ``what``."""
     x = F.asarray(x)
     if x.dtype not in _dt.FLOATS:
         raise DTypeError(NOT_FLOAT.format(name=name, where=user_where(), what=what,
@@ -42,15 +44,18 @@ def _float(x, name: str, what: str):
     return x
 
 
-def _square(x, name: str, what: str = "a"):
-    x = _float(x, name, what)
+def as_square(x, name: str, what: str = "a"):
+    """``x`` as float square matrices in its last two axes (``as_float``),
+    else a ``ShapeError``."""
+    x = as_float(x, name, what)
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ShapeError(NOT_SQUARE.format(name=name, where=user_where(), what=what,
                                            shape=tuple(x.shape)))
     return x
 
 
-def _same_dtype(a, b, name: str) -> None:
+def check_same_dtype(a, b, name: str) -> None:
+    """A ``DTypeError`` unless ``a`` and ``b`` share a dtype (no silent casts)."""
     if a.dtype != b.dtype:
         raise DTypeError(f"{name} at {user_where()}: a is {a.dtype.name} and b is "
                          f"{b.dtype.name}; isokernel never casts silently: cast one, e.g. "
@@ -61,8 +66,8 @@ def _rhs(a, b, name: str, vector: bool):
     """``b`` as (..., n, k) with a's batch axes broadcast against it, and
     ``a`` broadcast likewise. A vector is 1-D for NumPy's ``solve``, one
     axis short of ``a`` for SciPy's (and JAX's) batched solvers."""
-    b = _float(b, name, "b")
-    _same_dtype(a, b, name)
+    b = as_float(b, name, "b")
+    check_same_dtype(a, b, name)
     n = a.shape[-1]
     if vector:
         b = F.reshape(b, (*b.shape, 1))
@@ -106,7 +111,7 @@ def _diagonal(a):
 def solve(a, b):
     """``x`` with ``a @ x = b``: NumPy's ``linalg.solve`` (``b`` a vector
     when it is 1-D, else (..., n, k); batch axes broadcast)."""
-    a = _square(a, "solve")
+    a = as_square(a, "solve")
     vector = F.ndim(b) == 1
     a, b = _rhs(a, b, "solve", vector)
     if a.shape[-1] == 0:
@@ -149,7 +154,7 @@ def _lu_solve_perm(lu, perm, b, trans: int):
 
 def inv(a):
     """NumPy's ``linalg.inv``, batched (a 0x0 matrix's inverse is 0x0)."""
-    a = _square(a, "inv")
+    a = as_square(a, "inv")
     n = a.shape[-1]
     if n == 0:
         return F.zeros_like(a)
@@ -171,7 +176,7 @@ def _lu_sign_diagonal(a):
 def det(a):
     """NumPy's ``linalg.det``: the product of U's diagonal, signed by the
     row interchanges (1 for a 0x0 matrix)."""
-    a = _square(a, "det")
+    a = as_square(a, "det")
     if a.shape[-1] == 0:
         return F.ones(a.shape[:-2], a.dtype)
     if _unrolled(a.shape[-1]):
@@ -237,7 +242,7 @@ class SlogdetResult(NamedTuple):
 def slogdet(a):
     """NumPy's ``linalg.slogdet``: (sign, log|det|) without overflow; a
     singular matrix gives (0, -inf), a 0x0 one (1, 0)."""
-    a = _square(a, "slogdet")
+    a = as_square(a, "slogdet")
     if a.shape[-1] == 0:
         return SlogdetResult(F.ones(a.shape[:-2], a.dtype), F.zeros(a.shape[:-2], a.dtype))
     if _unrolled(a.shape[-1]):
@@ -252,7 +257,7 @@ def slogdet(a):
 def cholesky(a, upper: bool = False):
     """NumPy's ``linalg.cholesky``: the lower factor L (``upper``: Lᵀ) of a
     symmetric positive definite ``a``, from its lower triangle."""
-    a = _square(a, "cholesky")
+    a = as_square(a, "cholesky")
     if a.shape[-1] == 0:
         return F.zeros_like(a)
     low = _small.cholesky(a) if _unrolled(a.shape[-1]) else bind(Op.CHOLESKY, a)
@@ -276,7 +281,7 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     """SciPy's ``linalg.solve_triangular``, batched over leading axes as
     JAX's: ``b`` a vector when it has one axis fewer than ``a``. Reads only
     the triangle named (and not the diagonal with ``unit_diagonal``)."""
-    a = _square(a, "solve_triangular")
+    a = as_square(a, "solve_triangular")
     transpose = _trans(trans, "solve_triangular")
     vector = F.ndim(b) == F.ndim(a) - 1
     a, b = _rhs(a, b, "solve_triangular", vector)
@@ -297,7 +302,7 @@ def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = Tr
     """SciPy's ``linalg.cho_solve``: ``a x = b`` from ``cho_factor``'s result
     (two triangular solves with the one factor)."""
     c, lower = c_and_lower
-    c = _square(c, "cho_solve", "c")
+    c = as_square(c, "cho_solve", "c")
     y = solve_triangular(c, b, trans=0 if lower else 1, lower=lower)
     return solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
 
@@ -305,7 +310,7 @@ def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = Tr
 def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
     """SciPy's ``linalg.lu_factor``: ``(lu, piv)``, the packed factors and
     the 0-based row interchanges (row k was swapped with ``piv[k]``)."""
-    lu, pivots, _ = bind(Op.LU, _square(a, "lu_factor"))
+    lu, pivots, _ = bind(Op.LU, as_square(a, "lu_factor"))
     return lu, pivots
 
 
@@ -340,7 +345,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bo
     """SciPy's ``linalg.lu_solve``: ``a x = b`` (``trans``: ``aᵀ x = b``)
     from ``lu_factor``'s result."""
     lu, pivots = lu_and_piv
-    lu = _square(lu, "lu_solve", "lu")
+    lu = as_square(lu, "lu_solve", "lu")
     transpose = _trans(trans, "lu_solve")
     vector = F.ndim(b) == F.ndim(lu) - 1
     lu_b, b = _rhs(lu, b, "lu_solve", vector)

@@ -7,10 +7,10 @@ import operator
 
 import numpy as np
 
-from ..ir import ShapeError
-from ..ir.source import user_where
-from ..record import frontend as F
-from ._dense import _float, _square, inv
+from ...ir import ShapeError
+from ...ir.source import user_where
+from ...record import frontend as F
+from ._dense import as_float, as_square, inv
 from ._spectral import svd
 
 
@@ -67,7 +67,7 @@ def _matrix_norm(x, order, rows: int, cols: int):
 def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 - NumPy's name
     """NumPy's ``linalg.norm``: the 2-norm of everything by default, vector
     norms over one axis, matrix norms over two."""
-    x = _float(x, "norm", "x")
+    x = as_float(x, "norm", "x")
     if axis is None and ord is None:
         out = F.sqrt(F.sum(x * x))
         return F.reshape(out, (1,) * x.ndim) if keepdims else out
@@ -87,7 +87,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 - NumPy'
 def matrix_power(a, n: int):
     """NumPy's ``linalg.matrix_power``: repeated squaring by matrix products,
     in NumPy's order (``inv`` first for negative ``n``)."""
-    a = _square(a, "matrix_power")
+    a = as_square(a, "matrix_power")
     n = operator.index(n)
     if n == 0:
         return F.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)

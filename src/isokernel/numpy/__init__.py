@@ -2,9 +2,10 @@
 
 Outside a recording these compute at once on NumPy arrays and Python scalars
 and return NumPy values, so a model file also runs as plain NumPy code.
+``inp.linalg`` is NumPy's dense linear algebra (``isokernel.numpy.linalg``).
 """
 
-from .record.frontend import (  # noqa: F401
+from ..record.frontend import (  # noqa: F401
     abs,
     absolute,
     add,
@@ -173,13 +174,5 @@ from .record.frontend import (  # noqa: F401
     zeros,
     zeros_like,
 )
-from .record.tables import Table  # noqa: F401
-
-
-def __getattr__(name: str):
-    """``inp.linalg``, imported on first use: ``isokernel.linalg`` sits above
-    the layers that import this module."""
-    if name == "linalg":
-        import importlib
-        return importlib.import_module("isokernel.linalg")
-    raise AttributeError(f"module 'isokernel.numpy' has no attribute {name!r}")
+from ..record.tables import Table  # noqa: F401
+from . import linalg  # noqa: F401

@@ -13,6 +13,7 @@ from isokernel.ir.eval import NO_EVAL
 from isokernel.ir.ops import (
     CONTROL,
     ELEMENTWISE,
+    LAYOUT,
     LEAF,
     LINALG,
     PROJECTION,
@@ -41,6 +42,7 @@ TABLES = {
     # stay inside ``ops`` (rules or texts for a few named ops).
     ("isokernel.ir.shapes", "SHAPE"): ("covers", ALL),
     ("isokernel.ir.eval", "EVAL"): ("covers", ALL - NO_EVAL),
+    ("isokernel.ir.eval", "EVAL_XP"): ("exactly", LAYOUT | CONTROL | {Op.DOT_GENERAL}),
     ("isokernel.transforms.jvp", "JVP"): ("covers", ALL - ZERO_TANGENT - NO_JVP),
     ("isokernel.transforms.transpose", "TRANSPOSE"): ("exactly", frozenset(TRANSPOSABLE)),
     ("isokernel.transforms.vmap", "BATCH"): ("covers", ALL - NO_BATCH),

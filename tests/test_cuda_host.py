@@ -8,6 +8,7 @@ must give the reference's bits here exactly as they must on the GPU."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,9 @@ from hypothesis import given, settings
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
-from isokernel.backends import get_strategy, plan
+from isokernel.backends import cuda as cuda_pkg
+from isokernel.backends import get_strategy
+from isokernel.backends.cuda.capsules import PROVIDERS as EAGER_PROVIDERS
 from isokernel.backends.cuda.eager import CudaEagerExecutable
 from isokernel.backends.cuda.executor import CUPY
 from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
@@ -24,11 +27,13 @@ from isokernel.backends.cuda.namespace import DeviceNamespace
 from isokernel.backends.cuda.runtime import LaunchError, architecture, launch_shape
 from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
+from isokernel.backends.strategies import same_graph
 from isokernel.ir import EVAL, Op
 from isokernel.ir.eval import EVAL_XP, NUMPY, ArrayNamespace
 from isokernel.ir.ops import CONTROL, LEAF, PROJECTION, TRANSCENDENTAL, TRANSFORM_ONLY
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
 from isokernel.transforms import prepare_for_execution
+from isokernel.transforms.fusion import fuse
 
 from .cuda_host import HostRuntime
 from .test_random_programs import make_inputs, programs, run_program
@@ -38,12 +43,14 @@ needs_cc = pytest.mark.skipif(codegen.unavailable_reason() is not None,
 
 
 def executables(fn, *args, runtime=None, **options):
+    """Both strategies' executables built as ``jit`` builds them (prepare,
+    plan once, build), on the emulated runtime."""
     graph = prepare_for_execution(ik.trace(fn, *args))
     rt = runtime or HostRuntime()
-    eager = CudaEagerExecutable(plan(graph, get_strategy("cuda-eager").profile), runtime=rt)
-    mega = CudaMegakernelExecutable(plan(graph, get_strategy("cuda-megakernel").profile),
-                                    runtime=rt, **options)
-    return eager, mega, rt
+    eager, mega = get_strategy("cuda-eager"), get_strategy("cuda-megakernel")
+    return (CudaEagerExecutable(eager.plan(eager.prepare(graph), {}), runtime=rt),
+            CudaMegakernelExecutable(mega.plan(mega.prepare(graph), options), runtime=rt,
+                                     **options), rt)
 
 
 def reference(fn, *args):
@@ -103,6 +110,33 @@ def test_the_device_namespace_gives_numpys_values_in_the_allocators_buffers():
     for k, (got, want) in enumerate(cases):
         assert _leased(got) and bit_identical(np.asarray(got), want), k
     assert xp.any(dmask) is True and xp.any(xp.zeros((3,), bool)) is False
+
+
+def test_only_cuda_fused_fuses_and_nothing_on_the_device_unfuses():
+    assert get_strategy("cuda-fused").prepare is fuse
+    assert get_strategy("cuda-eager").prepare is same_graph
+    assert get_strategy("cuda-megakernel").prepare is same_graph
+    sources = [Path(cuda_pkg.__file__).parent.glob("*.py"), [Path(codegen.cuda.__file__)]]
+    found = [p.name for group in sources for p in group if "unfuse" in p.read_text()]
+    assert found == []
+
+
+@needs_cc
+def test_the_plan_made_once_is_the_plan_that_runs_and_is_reported():
+    """The megakernel's planner partitions the graph and binds each node's
+    capsule; the build compiles that partition and keeps that plan."""
+    args = synthetic_inputs(1000, np.float32)
+    graph = prepare_for_execution(ik.trace(tau_omega, *args))
+    spec = get_strategy("cuda-megakernel")
+    made = spec.plan(graph, {"contract": True})
+    mega = spec.compiler(made, runtime=HostRuntime(), contract=True)
+    assert mega.plan is made and mega.partition is made.partition
+    inside = {n for r in made.partition.regions for n in r.nodes}
+    assert inside and {made.by_node[n].provider for n in inside} == {"cuda-region-fma"}
+    eager_spec = get_strategy("cuda-eager")
+    planned = eager_spec.plan(graph, {})
+    assert CudaEagerExecutable(planned, runtime=HostRuntime()).plan is planned
+    assert {c.provider for c in planned.by_node.values()} <= set(EAGER_PROVIDERS)
 
 
 @needs_cc

@@ -14,7 +14,7 @@ import pytest
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
-from isokernel.backends import get_strategy, plan
+from isokernel.backends import get_strategy
 from isokernel.backends.cuda.eager import CudaEagerExecutable
 from isokernel.backends.cuda.fused import CudaFusedExecutable
 from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
@@ -24,7 +24,6 @@ from isokernel.codegen import cuda
 from isokernel.ir import Op
 from isokernel.record.portable import numerics
 from isokernel.transforms import prepare_for_execution
-from isokernel.transforms.fusion import fuse
 
 from .cuda_host import HostRuntime
 
@@ -39,10 +38,13 @@ EXECUTABLES = {"cuda-eager": CudaEagerExecutable, "cuda-fused": CudaFusedExecuta
 
 
 def build(name, fn, *args, runtime=None, numerics_mode="native", **options):
+    """The strategy's executable built as ``jit`` builds it (prepare, plan
+    once, build), on the emulated runtime."""
+    spec = get_strategy(name)
     with numerics(numerics_mode):
-        graph = fuse(prepare_for_execution(ik.trace(fn, *args)))
+        graph = spec.prepare(prepare_for_execution(ik.trace(fn, *args)))
     rt = runtime or HostRuntime()
-    return EXECUTABLES[name](plan(graph, get_strategy(name).profile), runtime=rt, **options)
+    return EXECUTABLES[name](spec.plan(graph, options), runtime=rt, **options)
 
 
 def reference(fn, *args, numerics_mode="native", **options):

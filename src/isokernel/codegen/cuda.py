@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import Attrs, Aval, Graph, Literal, Node, Op, dtypes
-from ..transforms.fusion import unfuse
 from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, SHORT, Ctx, helper_for, literal
 from .emit import CBody, emit_body, prelude, supports
 from .pixel import ROWS, WHOLE, Partition, RowRegion, partition
@@ -149,12 +148,20 @@ def _outside_lines(part: Partition) -> str:
         "\n".join(lines) + "\n\n"
 
 
-def cuda_module(graph: Graph, contract: bool = False) -> CudaModule:
+def region_partition(graph: Graph) -> Partition:
+    """The partition of ``graph`` into row regions the C emitter accepts
+    (one kernel each) and the nodes that run between them."""
+    return partition(graph, accept=supports)
+
+
+def cuda_module(graph: Graph, contract: bool = False,
+                part: Partition | None = None) -> CudaModule:
     """The megakernel's translation unit for ``graph``: one kernel per row
-    region of the partition the C emitter accepts (fused forms inlined
-    first: the region kernel fuses their bodies with everything else)."""
-    graph = unfuse(graph)
-    part = partition(graph, accept=supports)
+    region of ``part`` (default: ``region_partition(graph)``). The graph runs
+    as given: a region kernel fuses the whole region, so nothing fuses named
+    forms first, and a ``fused`` node (which only ``cuda-fused`` makes) runs
+    between the kernels."""
+    part = region_partition(graph) if part is None else part
     stem = _stem(graph)
     kernels = []
     for k, stage in enumerate(part.stages):

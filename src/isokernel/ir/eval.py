@@ -83,7 +83,7 @@ def _dot_general(xp, a, b, *, contract, batch):
     rhs = xp.reshape(xp.transpose(b, (*bb, *cb, *fb)), (nb, k, n))
     out = xp.matmul(lhs[0], rhs[0])[None] if nb == 1 else xp.matmul(lhs, rhs)
     shape = batch_shape + [a.shape[i] for i in fa] + [b.shape[i] for i in fb]
-    return xp.reshape(out, shape)
+    return out.reshape(shape)  # a fresh product: contiguous, a view in every namespace
 
 
 def _reduce(fn):
@@ -316,8 +316,16 @@ def run_graph(graph, args) -> list:
     return [env[x] for x in graph.outputs]
 
 
+def _reshape(x, shape):
+    """``np.reshape``: an array's (or NumPy scalar's) own method, which is what
+    ``np.reshape`` calls, without its wrapper's cost (0.5 us a call)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.reshape(shape)
+    return np.reshape(x, shape)
+
+
 NUMPY: ArrayNamespace = types.SimpleNamespace(
-    empty=np.empty, zeros=np.zeros, full=np.full, copy=np.copy, reshape=np.reshape,
+    empty=np.empty, zeros=np.zeros, full=np.full, copy=np.copy, reshape=_reshape,
     broadcast_to=np.broadcast_to, transpose=np.transpose, flip=np.flip,
     concatenate=np.concatenate, matmul=np.matmul, where=np.where, add=np.add, any=np.any,
     ndim=np.ndim, shape=np.shape, result_type=np.result_type, run_graph=run_graph)

@@ -13,10 +13,10 @@ portable numerics, which uses basic operations only.
 from __future__ import annotations
 
 from ...codegen import nvrtc
-from ..planning import Profile
+from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .capsules import CUDA_TRUST, PROVIDERS
-from .executor import OpByOpExecutable
+from .executor import OpByOpExecutable, node_plan
 
 CONTRACT = "ulp-bounded vs reference; bit-identical in portable numerics"
 
@@ -26,10 +26,16 @@ class CudaEagerExecutable(OpByOpExecutable):
     forms_run = "cuda-eager runs each form as its body, one kernel per op (the composition)"
 
 
+def plan_eager(graph, profile: Profile, options: dict) -> NodePlan:
+    """Every node under the eager kernel's capsule of its op (a hardware
+    look-up under the texture's)."""
+    return node_plan(graph, profile)
+
+
 SPEC = register_strategy(StrategySpec(
     name="cuda-eager", device="cuda", contract=CONTRACT,
     profile=Profile("cuda-eager", "cuda", PROVIDERS, CUDA_TRUST,
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("eager", "eager"),
     compiler=CudaEagerExecutable, auto_priority=10,
-    options=frozenset({"device", "reductions"})))
+    options=frozenset({"device", "reductions"}), planner=plan_eager))

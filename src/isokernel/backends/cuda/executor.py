@@ -2,7 +2,8 @@
 this interpretation (one device operation per node), the ``DeviceExecutor``
 holding the runtime, uploaded constants and the kernels built so far, the
 launch of one region kernel, ``OpByOpExecutable`` (the run of ``cuda-eager``
-and ``cuda-fused``), the plan as run and the device report lines.
+and ``cuda-fused``), the plan of a GPU strategy (``node_plan``) and the
+device report lines.
 
 Elementwise ops launch the kernel ``codegen.cuda.elementwise_kernel`` makes
 from the shared C body, so a node computes on the GPU with exactly the
@@ -32,7 +33,7 @@ from ...ir.ops import CONTROL, ELEMENTWISE, REDUCE
 from ..capsules import Capsule, NumericalPolicy, lookup, register
 from ..executable import ExecutableBase
 from ..liveness import release_schedule, static_liveness
-from ..planning import NodePlan, Plan
+from ..planning import NodePlan, Plan, Profile, plan_ops
 from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
 from .capsules import BLAS_PROVIDER, FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
 from .namespace import DeviceNamespace
@@ -453,10 +454,11 @@ def _current_device() -> int:
 
 
 class OpByOpExecutable(ExecutableBase):
-    """Runs a graph one device operation per node (``CUPY``), in tape order,
-    every buffer released after its last use. ``fused_kernels``: fused forms
-    run as one kernel each where the form allows (``cuda-fused``), else as
-    their body, op by op (``cuda-eager``)."""
+    """Runs the plan's graph one device operation per node (``CUPY``), in
+    tape order, every buffer released after its last use; keeps the plan it
+    is given (its strategy's planner's, ``node_plan``). ``fused_kernels``:
+    fused forms run as one kernel each where the form allows
+    (``cuda-fused``), else as their body, op by op."""
 
     fused_kernels = False
 
@@ -464,7 +466,7 @@ class OpByOpExecutable(ExecutableBase):
                  reductions: str = "reference"):
         self.graph = plan.graph
         self.ex = DeviceExecutor(self.graph, runtime, device, reductions, self.fused_kernels)
-        super().__init__(device_node_plan(plan, self.graph, set(), None, self.fused_kernels))
+        super().__init__(plan)
         self._frees = release_schedule(self.graph)
         self.static_liveness = static_liveness(self.graph)
 
@@ -489,12 +491,15 @@ class OpByOpExecutable(ExecutableBase):
         return device_report_lines(self.ex, len(self.ex.elementwise_sources()), "elementwise")
 
 
-def device_node_plan(plan: Plan, graph, inside: set, region_provider: str | None,
-                     fused_kernels: bool):
-    """Capsules per node: region nodes under ``region_provider``; a
-    hardware-mode look-up under the texture capsule; a fused form under the
-    form-kernel capsule where the strategy has form kernels; every other
-    node under the eager strategy's capsule of its op."""
+def node_plan(graph, profile: Profile, *, fused_kernels: bool = False,
+              inside: frozenset = frozenset(), region_provider: str | None = None) -> NodePlan:
+    """A GPU strategy's plan (its ``planner``): ``planning.plan``'s accepted
+    capsule per op (or its refusal), and the capsule each node runs under:
+    region nodes (``inside``) under ``region_provider``; a hardware-mode
+    look-up under the texture capsule; a fused form under the form-kernel
+    capsule where the strategy has form kernels; every other node under the
+    eager strategy's capsule of its op."""
+    accepted = plan_ops(graph, profile)
     capsules = {}
     for node in graph.nodes:
         if node.op in (Op.INPUT, Op.CONST):
@@ -507,7 +512,7 @@ def device_node_plan(plan: Plan, graph, inside: set, region_provider: str | None
             capsules[node] = lookup(node.op, FORM_PROVIDER)
         else:
             capsules[node] = next(c for c in (lookup(node.op, p) for p in PROVIDERS) if c)
-    return NodePlan(plan.graph, plan.profile, plan.capsules, capsules)
+    return NodePlan(graph, profile, accepted.capsules, capsules)
 
 
 def device_report_lines(ex: DeviceExecutor, kernels: int, what: str) -> list:

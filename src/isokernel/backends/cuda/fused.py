@@ -1,25 +1,26 @@
 """The ``cuda-fused`` strategy: ``cuda-eager`` with a kernel per fused form.
 
-The recording's fused forms (``transforms.fusion``: scaled product
-exponential, affine exponential, Gaussian, logsumexp, reciprocal square
-root) each run as one elementwise kernel: the form's body graph through
-the shared C emitter, wrapped like a megakernel region and compiled with
-``--fmad=false``. The body holds exactly the operations the form stands
-for, in the same association, so the kernel performs the composition's
-roundings with the intermediates in registers: bit-identical to
-``cuda-eager``, which runs the same body one kernel per op. A form whose
-body is not one row region (a logsumexp along the pixel axis) runs as its
-composition, and the report counts both.
+The only strategy that fuses: its ``prepare`` is ``transforms.fusion.fuse``,
+and the named forms it finds (scaled product exponential, affine
+exponential, Gaussian, logsumexp, reciprocal square root) each run as one
+elementwise kernel: the form's body graph through the shared C emitter,
+wrapped like a megakernel region and compiled with ``--fmad=false``. The
+body holds exactly the operations the form stands for, in the same
+association, so the kernel performs the composition's roundings with the
+intermediates in registers: bit-identical to ``cuda-eager``, which runs
+those operations one kernel per op. A form whose body is not one row region
+(a logsumexp along the pixel axis) runs as its composition, and the report
+counts both.
 """
 
 from __future__ import annotations
 
 from ...codegen import nvrtc
 from ...transforms.fusion import fuse
-from ..planning import Profile
+from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .capsules import CUDA_TRUST, FORM_PROVIDER, PROVIDERS
-from .executor import OpByOpExecutable, device_report_lines
+from .executor import OpByOpExecutable, device_report_lines, node_plan
 
 PROFILE_PROVIDERS = (FORM_PROVIDER, *PROVIDERS)
 CONTRACT = "bit-identical to cuda-eager"
@@ -38,10 +39,16 @@ class CudaFusedExecutable(OpByOpExecutable):
         return lines
 
 
+def plan_fused(graph, profile: Profile, options: dict) -> NodePlan:
+    """Every fused form under the form-kernel capsule, every other node as
+    ``cuda-eager`` plans it."""
+    return node_plan(graph, profile, fused_kernels=True)
+
+
 SPEC = register_strategy(StrategySpec(
     name="cuda-fused", device="cuda", contract=CONTRACT,
     profile=Profile("cuda-fused", "cuda", PROFILE_PROVIDERS, CUDA_TRUST,
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("eager", "eager"),
     compiler=CudaFusedExecutable, auto_priority=20,
-    options=frozenset({"device", "reductions"}), prepare=fuse))
+    options=frozenset({"device", "reductions"}), prepare=fuse, planner=plan_fused))

@@ -20,31 +20,52 @@ shape; a kernel that cannot take it is refused with its limit).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ...codegen import cuda as cg
 from ...codegen import nvrtc
-from ...codegen.pixel import RowRegion
+from ...codegen.pixel import Partition, RowRegion
 from ...ir import Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
-from ...transforms.fusion import unfuse
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
 from ..liveness import drop, staged_release
 from ..numerics import CUDA_ULP_BOUND
-from ..planning import Plan, Profile
+from ..planning import NodePlan, Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .capsules import BASIC, CUDA_TRUST, EXACT, LIBDEVICE, SUBNORMALS
 from .capsules import PROVIDERS as EAGER_PROVIDERS
-from .executor import DeviceExecutor, device_node_plan, device_report_lines, run_region
+from .executor import DeviceExecutor, device_report_lines, node_plan, run_region
 
 PROVIDER = "cuda-region"
 PROVIDER_FMA = "cuda-region-fma"
 CONTRACT = "bit-identical to cuda-eager (FMA contraction off)"
 
 
+@dataclass(frozen=True)
+class RegionPlan(NodePlan):
+    """``cuda-megakernel``'s plan: the partition into region kernels and the
+    ops between them (what the build compiles), and the capsule of every
+    node as that partition places it."""
+
+    partition: Partition | None = None
+
+
+def plan_regions(graph, profile: Profile, options: dict) -> RegionPlan:
+    """The planner: the region partition, made once, and each node's capsule:
+    inside a region the generated kernel's (``cuda-region-fma`` with
+    ``contract=True``), between regions the eager kernel's."""
+    part = cg.region_partition(graph)
+    inside = frozenset(n for r in part.regions for n in r.nodes)
+    provider = PROVIDER_FMA if options.get("contract") else PROVIDER
+    bound = node_plan(graph, profile, inside=inside, region_provider=provider)
+    return RegionPlan(graph, profile, bound.capsules, bound.by_node, part)
+
+
 class CudaMegakernelExecutable(ExecutableBase):
-    forms_run = ("cuda-megakernel inlines each form's body into the region kernel, where the "
-                 "whole row region is one fused loop")
+    """Runs the plan's partition: each row region as one kernel, the rest as
+    ``cuda-eager`` does. Given a plan without a partition (``planning.plan``'s),
+    it partitions the graph itself."""
 
     def __init__(self, plan: Plan, contract: bool = False, block_size: int | None = None,
                  runtime=None, device: int | None = None, reductions: str = "reference"):
@@ -52,10 +73,11 @@ class CudaMegakernelExecutable(ExecutableBase):
                                        or isinstance(block_size, bool) or block_size < 1):
             raise ValueError(f"block_size={block_size!r}: give a positive number of threads, "
                              f"e.g. block_size=256, or leave it to the kernel's limit")
-        self.graph = unfuse(plan.graph)  # the forms' bodies are fused into the regions
+        self.graph = plan.graph
         self.contract = bool(contract)
         self.block_size = block_size
-        self.module = cg.cuda_module(self.graph, self.contract)
+        part = plan.partition if isinstance(plan, RegionPlan) else None
+        self.module = cg.cuda_module(self.graph, self.contract, part)
         self.partition = self.module.partition
         self.ex = DeviceExecutor(self.graph, runtime, device, reductions)
         self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
@@ -65,9 +87,7 @@ class CudaMegakernelExecutable(ExecutableBase):
                 kernel.grid_block(self.partition.pixels)  # a fixed block_size must fit now
         self._by_stage = {id(k.region): k for k in self.module.kernels}
         self._release = staged_release(self.partition)
-        inside = {n for r in self.partition.regions for n in r.nodes}
-        provider = PROVIDER_FMA if self.contract else PROVIDER
-        super().__init__(device_node_plan(plan, self.graph, inside, provider, False))
+        super().__init__(plan)
 
     def call_flat(self, arrays: Sequence) -> tuple:
         ex = self.ex
@@ -160,4 +180,5 @@ SPEC = register_strategy(StrategySpec(
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("fused", "fused"),
     compiler=CudaMegakernelExecutable, auto_priority=30,
-    options=frozenset({"contract", "block_size", "device", "reductions"})))
+    options=frozenset({"contract", "block_size", "device", "reductions"}),
+    planner=plan_regions))

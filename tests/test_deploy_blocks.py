@@ -170,7 +170,7 @@ def test_auto_chunks_when_the_call_does_not_fit(monkeypatch):
     args = synthetic_inputs(20000, np.float32)
     # reference tau-omega: 36 B + 40 B/row; a block holds 28 B/row beside the caller's inputs,
     # and the two float32 outputs (8 B/row) are allocated once for the call.
-    monkeypatch.setattr(deploy.plan, "host_budget", _tight(400_000))
+    monkeypatch.setattr(deploy.decisions, "host_budget", _tight(400_000))
     compiled = ik.jit(tau_omega, strategy="reference", block="auto").lower(*args).compile()
     expected = (int(400_000 * deploy.BUDGET_FRACTION) - 8 * 20000 - 36) // 28
     assert compiled.block_choice.block == expected == 5713
@@ -180,7 +180,7 @@ def test_auto_chunks_when_the_call_does_not_fit(monkeypatch):
 
 
 def test_auto_runs_whole_when_it_fits(monkeypatch):
-    monkeypatch.setattr(deploy.plan, "host_budget", _tight(1 << 30))
+    monkeypatch.setattr(deploy.decisions, "host_budget", _tight(1 << 30))
     args = synthetic_inputs(20000, np.float32)
     compiled = ik.jit(tau_omega, block="auto").lower(*args).compile()
     assert compiled.block_choice.block is None and compiled.blocks is None
@@ -188,7 +188,7 @@ def test_auto_runs_whole_when_it_fits(monkeypatch):
 
 
 def test_auto_when_nothing_fits_raises_with_the_terms(monkeypatch):
-    monkeypatch.setattr(deploy.plan, "host_budget", _tight(100_000))
+    monkeypatch.setattr(deploy.decisions, "host_budget", _tight(100_000))
     args = synthetic_inputs(20000, np.float32)
     with pytest.raises(deploy.BudgetError, match=r"nothing fits: .*cgroup v2 test.*fewer pixels"):
         ik.jit(tau_omega, block="auto")(*args)

@@ -209,14 +209,14 @@ def test_admission_refuses_normal_of_2e7_by_the_true_peak(monkeypatch):
     need = memory_shape(compiled.graph, "native").bytes()
     assert need > 800 * MIB  # several live buffers of 160 MB, not the 160 MB output alone
     assert deploy.admission(compiled) is not None  # checked: above the admission floor
-    monkeypatch.setattr(deploy.plan, "host_budget", _tight(600 * MIB))
+    monkeypatch.setattr(deploy.decisions, "host_budget", _tight(600 * MIB))
     with pytest.raises(deploy.BudgetError, match=r"on native: this call needs at least .*Sizing: "):
         compiled(isokernel.random.key(0))
 
 
 def test_block_sizing_holds_for_a_graph_with_no_row_region(monkeypatch):
     key = isokernel.random.key(0)
-    monkeypatch.setattr(deploy.plan, "host_budget", _tight(100 * MIB))
+    monkeypatch.setattr(deploy.decisions, "host_budget", _tight(100 * MIB))
     with pytest.raises(deploy.BudgetError, match="nothing fits"):
         ik.jit(lambda k: isokernel.random.normal(k, (10**7,)), strategy="native",
                block="auto")(key)

@@ -87,7 +87,7 @@ def test_a_first_native_call_walks_down_the_layers():
     x = np.linspace(0.0, 1.0, 1000)
     files, upward = _walk(lambda: ik.jit(model, strategy="native")(x, x * 2.0))
     assert upward == []
-    assert {"pipeline/jit.py", "pipeline/compile.py", "deploy/plan.py",
+    assert {"pipeline/jit.py", "pipeline/compile.py", "deploy/decisions.py",
             "backends/cpu/native.py"} <= files
     assert not any(f.startswith(("models", "train", "distributed")) for f in files)
 

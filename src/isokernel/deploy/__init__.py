@@ -9,7 +9,7 @@ the CPU strategies' worker pool reads the CPU budget."""
 from ..backends.platform import Figure, cpu_budget, memory_budget
 from .budget import HostBudget, gpu_free_memory, host_budget
 from .cost import COST, KNEES, Intensity, Knee, flops, intensity, roofline_knee
-from .plan import (
+from .decisions import (
     ADMISSION_FLOOR,
     BUDGET_FRACTION,
     BlockChoice,

@@ -1,7 +1,7 @@
-"""Sizing a compiled function: the block planner behind ``jit(block="auto")``,
-the sizing line of the report, the report's deploy lines and the measured
-probe that runs beside ``compiled.measure()``; ``isokernel.pipeline`` calls
-each."""
+"""The decisions deploy makes for a compiled function: the block size behind
+``jit(block=...)``, the admission check of whole calls, the sizing line and
+deploy lines of the report, and the measured probe that runs beside
+``compiled.measure()``; ``isokernel.pipeline`` calls each."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..backends.cuda.runtime import device_allocators
 from ..backends.liveness import format_bytes
 
 
@@ -112,9 +113,7 @@ def measure_device(run: Callable[[], object]) -> int:
     """Peak bytes in use during ``run()``, above what was in use before: in
     CuPy's default pool (CuPy's own temporaries) plus in isokernel's device
     allocator, which holds the GPU strategies' buffers."""
-    import cupy
-
-    from ..backends.cuda.runtime import device_allocators
+    import cupy  # the optional cuda extra: imported when a GPU call is measured
 
     pool = cupy.get_default_memory_pool()
     base = pool.used_bytes()

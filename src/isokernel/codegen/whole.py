@@ -168,7 +168,7 @@ def _iterations(node: Node) -> int:
         return node.inputs[0].aval.size
     if node.op is Op.DOT_GENERAL:
         a = node.inputs[0]
-        return node.aval.size * math.prod(a.shape[d] for d in node.attrs["contract"][0])
+        return node.aval.size * math.prod(a.shape[d] for d in node.attrs["contracting"][0])
     return node.aval.size
 
 
@@ -504,7 +504,7 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
     """Loops: batch, the lhs's free axes, the contracting axes, the rhs's
     free axes (innermost: contiguous in the output)."""
     a, b = node.inputs
-    (ca, cb), (ba, bb) = node.attrs["contract"], node.attrs["batch"]
+    (ca, cb), (ba, bb) = node.attrs["contracting"], node.attrs["batch"]
     fa = [i for i in range(len(a.shape)) if i not in ca and i not in ba]
     fb = [i for i in range(len(b.shape)) if i not in cb and i not in bb]
     lines = []

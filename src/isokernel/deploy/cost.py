@@ -72,7 +72,7 @@ def _reduce(node: Node) -> int:
 
 def _dot(node: Node) -> int:
     a = node.inputs[0].aval
-    k = math.prod(a.shape[i] for i in node.attrs["contract"][0])
+    k = math.prod(a.shape[i] for i in node.attrs["contracting"][0])
     return 2 * k * node.aval.size
 
 

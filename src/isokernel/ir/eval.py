@@ -70,8 +70,8 @@ def _pad(xp, x, value, *, lo, hi, interior):
     return out
 
 
-def _dot_general(xp, a, b, *, contract, batch):
-    (ca, cb), (ba, bb) = contract, batch
+def _dot_general(xp, a, b, *, contracting, batch):
+    (ca, cb), (ba, bb) = contracting, batch
     fa = [i for i in range(a.ndim) if i not in ca and i not in ba]
     fb = [i for i in range(b.ndim) if i not in cb and i not in bb]
     batch_shape = [a.shape[i] for i in ba]

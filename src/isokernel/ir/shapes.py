@@ -162,8 +162,8 @@ def _concatenate(*xs: Aval, axis) -> Aval:
     return Aval(tuple(shape), first.dtype, all(x.weak for x in xs))
 
 
-def _dot_general(a: Aval, b: Aval, *, contract, batch) -> Aval:
-    (ca, cb), (ba, bb) = contract, batch
+def _dot_general(a: Aval, b: Aval, *, contracting, batch) -> Aval:
+    (ca, cb), (ba, bb) = contracting, batch
     if a.dtype != b.dtype:
         raise DTypeError(f"operand dtypes {a.dtype} and {b.dtype} differ; cast one with astype")
     if a.dtype == dtypes.bool_:

@@ -714,7 +714,7 @@ def matmul(a, b):
     a2 = _broadcast_to_shape(a2, batch + tuple(sa2[-2:]))
     b2 = _broadcast_to_shape(b2, batch + tuple(sb2[-2:]))
     nb = len(batch)
-    out = bind(Op.DOT_GENERAL, a2, b2, contract=((nb + 1,), (nb,)),
+    out = bind(Op.DOT_GENERAL, a2, b2, contracting=((nb + 1,), (nb,)),
                batch=(tuple(range(nb)), tuple(range(nb))))
     shape_out = batch + tuple(sa[-2:-1]) + tuple(sb[-1:] if len(sb) > 1 else ())
     return reshape(out, shape_out)
@@ -732,7 +732,7 @@ def dot(a, b):
     if sa[-1] != sb[cb]:
         raise ShapeError(f"dot at {user_where()}: shapes {tuple(sa)} and {tuple(sb)} are not "
                          f"aligned ({sa[-1]} vs {sb[cb]})")
-    return bind(Op.DOT_GENERAL, a, b, contract=((len(sa) - 1,), (cb,)), batch=((), ()))
+    return bind(Op.DOT_GENERAL, a, b, contracting=((len(sa) - 1,), (cb,)), batch=((), ()))
 
 
 # ------------------------------------------------------------- constructors
@@ -891,7 +891,7 @@ def tensordot(a, b, axes=2):
     if len(ca) != len(cb) or builtins.any(sa[i] != sb[j] for i, j in zip(ca, cb)):
         raise ShapeError(f"tensordot at {user_where()}: axes {axes} pair sizes "
                          f"{[sa[i] for i in ca]} with {[sb[j] for j in cb]}; they must match")
-    return bind(Op.DOT_GENERAL, a, b, contract=(ca, cb), batch=((), ()))
+    return bind(Op.DOT_GENERAL, a, b, contracting=(ca, cb), batch=((), ()))
 
 
 def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
@@ -1362,7 +1362,7 @@ def _einsum_pair(a, la, b, lb, later: set):
     other shared letters are contracted."""
     shared = [c for c in la if c in lb]
     batch = [c for c in shared if c in later]
-    contract = [c for c in shared if c not in later]
+    contracting = [c for c in shared if c not in later]
     for c in shared:
         if _shape_of(a)[la.index(c)] != _shape_of(b)[lb.index(c)]:
             raise ShapeError(f"einsum at {user_where()}: letter {c!r} has sizes "
@@ -1372,7 +1372,7 @@ def _einsum_pair(a, la, b, lb, later: set):
     def positions(letters):
         return tuple(la.index(c) for c in letters), tuple(lb.index(c) for c in letters)
 
-    out = bind(Op.DOT_GENERAL, a, b, contract=positions(contract), batch=positions(batch))
+    out = bind(Op.DOT_GENERAL, a, b, contracting=positions(contracting), batch=positions(batch))
     free_a = [c for c in la if c not in shared]
     free_b = [c for c in lb if c not in shared]
     return out, batch + free_a + free_b

@@ -138,7 +138,7 @@ def worker_record(run: str, strategy: str) -> dict:
             "kernels": [_kernel_record(key) for key in sorted(tally.kernels)]}
 
 
-_KERNEL_LINES = ("compiler", "contract", "mathlib")  # report lines that shape the code
+_KERNEL_LINES = ("compiler", "fma", "mathlib")  # report lines that shape the code
 _PROVENANCE = re.compile(r" +# .*$", re.MULTILINE)  # the ``# model.py:14`` of a node
 
 

@@ -199,29 +199,29 @@ def _ranges(*lengths):
         start += n
 
 
-def _dot_lhs(ct, a_shape_ndim, b, contract, batch, swap=False):
+def _dot_lhs(ct, a_shape_ndim, b, contracting, batch, swap=False):
     """Cotangent of the left operand of dot_general (JAX's formulation)."""
-    (ca, cb), (ba, bb) = contract, batch
+    (ca, cb), (ba, bb) = contracting, batch
     a_kept = [i for i in range(a_shape_ndim) if i not in ca and i not in ba]
     b_kept = [i for i in range(b.ndim) if i not in cb and i not in bb]
     if swap:
         ans_batch, ans_b, _ = _ranges(len(ba), len(b_kept), len(a_kept))
     else:
         ans_batch, _, ans_b = _ranges(len(ba), len(a_kept), len(b_kept))
-    dims = {"contract": (tuple(ans_b), tuple(b_kept)), "batch": (tuple(ans_batch), tuple(bb))}
+    dims = {"contracting": (tuple(ans_b), tuple(b_kept)), "batch": (tuple(ans_batch), tuple(bb))}
     ca_by_b = [ca[i] for i in np.argsort(cb)]
     perm = tuple(int(i) for i in np.argsort(list(ba) + a_kept + ca_by_b))
     out = bind(Op.DOT_GENERAL, ct, b, **dims)
     return bind(Op.TRANSPOSE, out, perm=perm) if perm != tuple(range(len(perm))) else out
 
 
-def _dot_general(ct, a, b, *, contract, batch):
+def _dot_general(ct, a, b, *, contracting, batch):
     if _lin(a) and _lin(b):
         raise DifferentiationError("dot_general of two values that both depend on the "
                                    "tangents is not linear")
     if _lin(a):
-        return (_dot_lhs(ct, a.ndim, b, contract, batch), None)
-    (ca, cb), (ba, bb) = contract, batch
+        return (_dot_lhs(ct, a.ndim, b, contracting, batch), None)
+    (ca, cb), (ba, bb) = contracting, batch
     swapped = ((cb, ca), (bb, ba))
     return (None, _dot_lhs(ct, b.ndim, a, swapped[0], swapped[1], swap=True))
 

@@ -94,20 +94,20 @@ def _concatenate(args, bdims, *, axis):
                 axis=axis + 1), 0
 
 
-def _dot_general(args, bdims, *, contract, batch):
+def _dot_general(args, bdims, *, contracting, batch):
     """Both batched: one more batch axis. One batched: its batch axis is a
     free axis of that operand, moved to the front of the result."""
     (a, b), (da, db) = args, bdims
-    (ca, cb), (ba, bb) = contract, batch
+    (ca, cb), (ba, bb) = contracting, batch
     if da is not None and db is not None:
-        out = bind(Op.DOT_GENERAL, a, b, contract=(_shift(ca), _shift(cb)),
+        out = bind(Op.DOT_GENERAL, a, b, contracting=(_shift(ca), _shift(cb)),
                    batch=((0, *_shift(ba)), (0, *_shift(bb))))
         return out, 0
     if da is not None:
-        out = bind(Op.DOT_GENERAL, a, b, contract=(_shift(ca), cb), batch=(_shift(ba), bb))
+        out = bind(Op.DOT_GENERAL, a, b, contracting=(_shift(ca), cb), batch=(_shift(ba), bb))
         at = len(ba)
     else:
-        out = bind(Op.DOT_GENERAL, a, b, contract=(ca, _shift(cb)), batch=(ba, _shift(bb)))
+        out = bind(Op.DOT_GENERAL, a, b, contracting=(ca, _shift(cb)), batch=(ba, _shift(bb)))
         at = len(ba) + (a.ndim - len(ca) - len(ba))
     return _to_front(out, at), 0
 

@@ -212,7 +212,7 @@ def test_a_block_size_beyond_the_kernels_limit_is_refused():
 
 def test_contraction_on_is_recorded():
     args = synthetic_inputs(100_000, np.float64)
-    f = ik.jit(tau_omega, strategy="cuda-megakernel", contract=True)
+    f = ik.jit(tau_omega, strategy="cuda-megakernel", fma=True)
     got = f(*args)
     want = ik.jit(tau_omega, strategy="cuda-eager")(*args)
     assert all(max_ulp(g, w) <= 64 for g, w in zip(got, want))

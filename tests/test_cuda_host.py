@@ -128,8 +128,8 @@ def test_the_plan_made_once_is_the_plan_that_runs_and_is_reported():
     args = synthetic_inputs(1000, np.float32)
     graph = prepare_for_execution(ik.trace(tau_omega, *args))
     spec = get_strategy("cuda-megakernel")
-    made = spec.plan(graph, {"contract": True})
-    mega = spec.compiler(made, runtime=HostRuntime(), contract=True)
+    made = spec.plan(graph, {"fma": True})
+    mega = spec.compiler(made, runtime=HostRuntime(), fma=True)
     assert mega.plan is made and mega.partition is made.partition
     inside = {n for r in made.partition.regions for n in r.nodes}
     assert inside and {made.by_node[n].provider for n in inside} == {"cuda-region-fma"}
@@ -295,10 +295,10 @@ def test_integer_power_is_refused_at_build_with_the_line():
 @needs_cc
 def test_report_lines_say_where_and_how():
     args = synthetic_inputs(1000, np.float32)
-    eager, mega, _ = executables(tau_omega, *args, contract=True)
+    eager, mega, _ = executables(tau_omega, *args, fma=True)
     eager(*args)
     lines = dict(mega.report_lines())
-    assert lines["contract"].startswith("on: --fmad=true")
+    assert lines["fma"].startswith("on: --fmad=true")
     assert "row-independent along axis 0 (1000 rows)" in lines["pixels"]
     assert "uploaded" in dict(eager.report_lines())["transfers"]
     assert "--fmad=false" in eager.source() and "isk_e_" in eager.source()

@@ -8,7 +8,7 @@ every intermediate stays in registers. Compiled with contraction off
 (``--fmad=false``), a kernel performs exactly the operations ``cuda-eager``
 performs node by node, in the same order with the same roundings, so the
 results are bit-identical to it: fusion moves values from DRAM to
-registers and changes nothing else. ``contract=True`` compiles with
+registers and changes nothing else. ``fma=True`` compiles with
 ``--fmad=true`` (NVRTC may fuse ``a*b + c`` into FMA): faster, different
 bits, recorded in the capsules and the report.
 
@@ -54,10 +54,10 @@ class RegionPlan(NodePlan):
 def plan_regions(graph, profile: Profile, options: dict) -> RegionPlan:
     """The planner: the region partition, made once, and each node's capsule:
     inside a region the generated kernel's (``cuda-region-fma`` with
-    ``contract=True``), between regions the eager kernel's."""
+    ``fma=True``), between regions the eager kernel's."""
     part = cg.region_partition(graph)
     inside = frozenset(n for r in part.regions for n in r.nodes)
-    provider = PROVIDER_FMA if options.get("contract") else PROVIDER
+    provider = PROVIDER_FMA if options.get("fma") else PROVIDER
     bound = node_plan(graph, profile, inside=inside, region_provider=provider)
     return RegionPlan(graph, profile, bound.capsules, bound.by_node, part)
 
@@ -67,17 +67,17 @@ class CudaMegakernelExecutable(ExecutableBase):
     ``cuda-eager`` does. Given a plan without a partition (``planning.plan``'s),
     it partitions the graph itself."""
 
-    def __init__(self, plan: Plan, contract: bool = False, block_size: int | None = None,
+    def __init__(self, plan: Plan, fma: bool = False, block_size: int | None = None,
                  runtime=None, device: int | None = None, reductions: str = "reference"):
         if block_size is not None and (not isinstance(block_size, int)
                                        or isinstance(block_size, bool) or block_size < 1):
             raise ValueError(f"block_size={block_size!r}: give a positive number of threads, "
                              f"e.g. block_size=256, or leave it to the kernel's limit")
         self.graph = plan.graph
-        self.contract = bool(contract)
+        self.fma = bool(fma)
         self.block_size = block_size
         part = plan.partition if isinstance(plan, RegionPlan) else None
-        self.module = cg.cuda_module(self.graph, self.contract, part)
+        self.module = cg.cuda_module(self.graph, self.fma, part)
         self.partition = self.module.partition
         self.ex = DeviceExecutor(self.graph, runtime, device, reductions)
         self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
@@ -122,20 +122,20 @@ class CudaMegakernelExecutable(ExecutableBase):
             shapes.append(f"{name}: {block} threads/block (limit {kernel.max_threads_per_block}"
                           f", {kernel.registers} registers), grid {grid}")
         contraction = ("on: --fmad=true, NVRTC may fuse a*b+c into FMA; bits differ from "
-                       "cuda-eager" if self.contract else "off (--fmad=false)")
+                       "cuda-eager" if self.fma else "off (--fmad=false)")
         built = self.kernels.get("_built")
         cubin = "none" if built is None else (
             f"{built.path.name} for {built.arch} "
             f"({'cache hit' if built.cached else 'compiled'} by {built.nvrtc})")
         lines += [("pixels", self.partition.describe()),
-                  ("contract", contraction),
+                  ("fma", contraction),
                   ("launch", "; ".join(shapes) or "no region kernel (nothing row-local)"),
                   ("cubin", cubin)]
         return lines
 
 
-def _policy(op: Op, contract: bool) -> NumericalPolicy:
-    contraction = "on (--fmad=true: FMA allowed)" if contract else "off (--fmad=false)"
+def _policy(op: Op, fma: bool) -> NumericalPolicy:
+    contraction = "on (--fmad=true: FMA allowed)" if fma else "off (--fmad=false)"
     if op in CUDA_ULP_BOUND:
         return NumericalPolicy(subnormals=SUBNORMALS, contraction=contraction,
                                math_library=f"{LIBDEVICE}; stated bound "
@@ -164,9 +164,9 @@ def _register_capsules() -> None:
     kinds = [(op, "element renaming" if op in LAYOUT else "C expression in a fused region")
              for op in (*ELEMENTWISE, *REDUCE, *LAYOUT, *TABLE)]
     for op, kind in [*kinds, *IN_REGION.items()]:
-        for provider, contract in ((PROVIDER, False), (PROVIDER_FMA, True)):
+        for provider, fma in ((PROVIDER, False), (PROVIDER_FMA, True)):
             register(Capsule(f"generated CUDA ({kind})", op, provider, "cuda", "checked",
-                             "isokernel-graph", _policy(op, contract)))
+                             "isokernel-graph", _policy(op, fma)))
 
 
 _register_capsules()
@@ -180,5 +180,5 @@ SPEC = register_strategy(StrategySpec(
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("fused", "fused"),
     compiler=CudaMegakernelExecutable, auto_priority=30,
-    options=frozenset({"contract", "block_size", "device", "reductions"}),
+    options=frozenset({"fma", "block_size", "device", "reductions"}),
     planner=plan_regions))

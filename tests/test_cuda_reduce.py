@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import isokernel as ik
 import isokernel.numpy as inp
-from isokernel.codegen.reduce import PW_BLOCK, emulate, pairwise_tree, plan
+from isokernel.codegen.reduce import PW_BLOCK, emulate, layout_of, pairwise_tree
 from isokernel.ir import Op
 
 NUMPY = {Op.REDUCE_SUM: np.sum, Op.REDUCE_PROD: np.prod, Op.REDUCE_MAX: np.max,
@@ -37,7 +37,7 @@ def test_the_order_is_numpys_for_every_axis_set(shape, dtype):
                 with np.errstate(all="ignore"):
                     want = fn(x, axis=axes).ravel()
                 got = emulate(x, axes, op)
-                assert got.tobytes() == want.tobytes(), (op.value, axes, plan(shape, axes, op))
+                assert got.tobytes() == want.tobytes(), (op.value, axes, layout_of(shape, axes, op))
 
 
 @pytest.mark.parametrize("n", [100_003, 1_000_000])
@@ -72,13 +72,13 @@ def test_a_hundred_million_elements_plan_quickly():
 
 
 def test_layouts():
-    assert plan((1000,), (0,), Op.REDUCE_SUM).sequential is False
-    assert plan((1000, 3), (0,), Op.REDUCE_SUM).sequential  # innermost axis kept: a fold
-    mixed = plan((2, 130, 3), (0, 2), Op.REDUCE_SUM)
+    assert layout_of((1000,), (0,), Op.REDUCE_SUM).sequential is False
+    assert layout_of((1000, 3), (0,), Op.REDUCE_SUM).sequential  # innermost axis kept: a fold
+    mixed = layout_of((2, 130, 3), (0, 2), Op.REDUCE_SUM)
     assert (mixed.outputs, mixed.chunks, mixed.length, mixed.sequential) == (130, 2, 3, False)
-    assert plan((50, 50), (1,), Op.REDUCE_PROD).sequential  # NumPy's product is a fold
-    assert plan((4, 5), (1,), Op.REDUCE_MAX).sequential  # up to 7: a fold, like the emitter
-    assert plan((4, 5), (), Op.REDUCE_SUM).reduced == 1
+    assert layout_of((50, 50), (1,), Op.REDUCE_PROD).sequential  # NumPy's product is a fold
+    assert layout_of((4, 5), (1,), Op.REDUCE_MAX).sequential  # up to 7: a fold, like the emitter
+    assert layout_of((4, 5), (), Op.REDUCE_SUM).reduced == 1
 
 
 def test_native_sums_mixed_axes_in_numpys_order():

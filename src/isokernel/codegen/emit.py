@@ -87,7 +87,7 @@ from .pixel import (
     region_pixels,
     region_rows,
 )
-from .reduce import plan as reduce_plan
+from .reduce import layout_of
 
 MAX_ROW_ELEMENTS = 64
 """Largest row (elements per pixel) of a node the emitter unrolls into one
@@ -99,7 +99,7 @@ stack on the CPU, a GPU thread's local memory, at most 512 KiB), so longer
 rows run whole."""
 MAX_REDUCED = 7
 """Largest reduction it unrolls, in NumPy's order for a fresh operand
-(``reduce.plan``: below 8 elements a pairwise leaf is a left fold); from 8
+(``reduce.layout_of``: below 8 elements a pairwise leaf is a left fold); from 8
 on, pairwise summation makes the order depend on the memory layout, so
 those reductions run whole."""
 
@@ -934,12 +934,12 @@ class Emitter:
         return EVAL[node.op](*operands, **attrs)
 
     def _reduce(self, node: Node) -> np.ndarray:
-        """NumPy's order (``reduce.plan``): a sum whose reduced axes are not
+        """NumPy's order (``reduce.layout_of``): a sum whose reduced axes are not
         all trailing adds the fold of each trailing run to an accumulator,
         in C order; everything else is one left fold in C order."""
         (x,) = node.inputs
         names = _names(self.values[x])
-        layout = reduce_plan(names.shape, node.attrs["axes"], node.op)
+        layout = layout_of(names.shape, node.attrs["axes"], node.op)
         lanes = np.transpose(names, layout.perm).reshape(-1, layout.chunks, layout.length)
         return self._define(node, *(self._lanes(node, lanes, host) for host in (False, True)))
 

@@ -25,14 +25,14 @@ does not depend on the order, NaN payload and the sign of a zero maximum
 aside) and a left fold in C order up to 7. ``prod`` is a left fold from 1
 over every reduced element in C order, as NumPy's ``multiply.reduce`` is.
 The C emitter unrolls small reductions in this same order (``emit.py``
-calls ``plan``), so a reduction the megakernel computes inside a region
+calls ``layout_of``), so a reduction the megakernel computes inside a region
 gives the eager kernel's bits.
 
 An operand that is a view (transposed, sliced with a step, broadcast) is
 reduced in its logical C order, i.e. as a contiguous copy of it would be.
 NumPy walks some views in memory order instead, with buffering, so for
 those its last bits may differ (within the ulp contract); single-axis
-reductions of up to 7 elements agree in every layout. ``plan`` computes the
+reductions of up to 7 elements agree in every layout. ``layout_of`` computes the
 layout and ``pairwise_tree`` the tree; ``emulate`` runs both with NumPy,
 which is how the CPU tests pin the order against ``numpy.add.reduce`` bit
 for bit.
@@ -71,7 +71,7 @@ class Layout:
         return self.chunks * self.length
 
 
-def plan(shape: tuple[int, ...], axes, op: Op) -> Layout:
+def layout_of(shape: tuple[int, ...], axes, op: Op) -> Layout:
     """The layout of a reduction of ``op`` over ``axes`` of a C-contiguous
     operand of ``shape``."""
     axes = {a % len(shape) for a in axes} if shape else set()
@@ -194,7 +194,7 @@ def emulate(x: np.ndarray, axes, op: Op) -> np.ndarray:
     """The device reduction of ``x`` over ``axes``, computed with NumPy in
     exactly the kernels' order (flattened outputs)."""
     x = np.asarray(x)
-    layout = plan(x.shape, axes, op)
+    layout = layout_of(x.shape, axes, op)
     y = np.ascontiguousarray(np.transpose(x, layout.perm)).reshape(
         layout.outputs, layout.chunks, layout.length)
     with np.errstate(all="ignore"):

@@ -25,8 +25,7 @@ from ... import control  # noqa: F401 - its primitives' rules are in EVAL_XP bef
 from ...codegen import cuda as cg
 from ...codegen.c_expr import C_EXPR, Ctx
 from ...codegen.pixel import pixel_count
-from ...codegen.reduce import pairwise_tree
-from ...codegen.reduce import plan as reduce_plan
+from ...codegen.reduce import layout_of, pairwise_tree
 from ...ir import EVAL, Op, PlanningError, dtypes, subgraphs
 from ...ir.eval import EVAL_XP
 from ...ir.ops import CONTROL, ELEMENTWISE, REDUCE
@@ -37,6 +36,7 @@ from ..planning import NodePlan, Plan, Profile, plan_ops
 from ..reductions import REDUCTION_BLOCK, check_mode, is_pixel_reduction
 from .capsules import BLAS_PROVIDER, FORM_PROVIDER, PROVIDERS, TEXTURE_PROVIDER
 from .namespace import DeviceNamespace
+from .runtime import runtime as device_runtime
 
 # --- the rules ----------------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ def _numpy_order(ex, op: Op, dtype, x, axes, shape):
     length); pairwise trees over each chunk, then a fold per output; or one
     left fold per output."""
     rt = ex.rt
-    layout = reduce_plan(x.shape, axes, op)
+    layout = layout_of(x.shape, axes, op)
     out = rt.empty(shape, dtype)
     if out.size == 0:
         return out
@@ -338,8 +338,7 @@ class DeviceExecutor:
                  reductions: str = "reference", fused_kernels: bool = False):
         refuse_unsupported(graph)
         if runtime is None:
-            from .runtime import runtime as get_runtime
-            runtime = get_runtime(_current_device() if device is None else device)
+            runtime = device_runtime(_current_device() if device is None else device)
         self.rt = runtime
         self.xp = DeviceNamespace(runtime, self.run_graph)
         self.graph = graph
@@ -448,7 +447,7 @@ class DeviceExecutor:
 
 
 def _current_device() -> int:
-    import cupy
+    import cupy  # the optional cuda extra: imported when a GPU strategy is built
 
     return int(cupy.cuda.Device().id)
 

@@ -274,12 +274,12 @@ def _partial_eval(node, operands, known):
             + [i in cpos for i in range(c)])
     primal, linear = linearize_graph(body.graph, diff, list(tpos) + [n + i for i in ypos])
     ny = len(body.graph.outputs) - n
-    plan = _residual_plan(primal, n, nx, ny)
+    sources = _residual_sources(primal, n, nx, ny)
     attrs = node.attrs
-    outs = bind(Op.SCAN, *carry, *xs, *caps, body=SubGraph(_stacking(primal, n, ny, plan)),
+    outs = bind(Op.SCAN, *carry, *xs, *caps, body=SubGraph(_stacking(primal, n, ny, sources)),
                 n_carry=n, n_xs=nx, length=attrs["length"], reverse=attrs["reverse"],
                 jvp_of=None)
-    stacked = [*outs[n + ny:], *_invariants(primal, plan, carry, xs, caps, n, ny)]
+    stacked = [*outs[n + ny:], *_invariants(primal, sources, carry, xs, caps, n, ny)]
 
     def staged(residuals, ops):
         given = iter(residuals[len(residuals) - len(fixed):])
@@ -287,14 +287,14 @@ def _partial_eval(node, operands, known):
         tangents = ([values[i] for i in range(n, n + m)],
                     [values[i] for i in range(n + m + nx, n + m + nx + mx)],
                     [values[i] for i in at if i >= n + m + nx + mx + c])
-        return _linear_scan(linear, plan, residuals[:len(residuals) - len(fixed)], tangents,
+        return _linear_scan(linear, sources, residuals[:len(residuals) - len(fixed)], tangents,
                             (n, nx, ny, ypos, m), attrs)
     known_results = tuple(outs[:n]) + (None,) * m + tuple(outs[n:n + ny]) + \
         (None,) * len(ypos)
     return Split(known=known_results, residuals=(*stacked, *xs, *caps, *fixed), staged=staged)
 
 
-def _residual_plan(primal, n: int, nx: int, ny: int) -> list[tuple[str, int]]:
+def _residual_sources(primal, n: int, nx: int, ny: int) -> list[tuple[str, int]]:
     """Where the linear scan reads each residual: ``("x", i)`` a step of
     sequence i, ``("cap", i)`` capture i, ``("stacked", k)`` the k-th stacked
     one, ``("invariant", k)`` the k-th of those that read neither the carry
@@ -302,18 +302,18 @@ def _residual_plan(primal, n: int, nx: int, ny: int) -> list[tuple[str, int]]:
     once before the loop, not stacked T times."""
     inputs = {x: i for i, x in enumerate(primal.inputs)}
     varying = _varying(primal, n + nx)
-    plan, counts = [], {"stacked": 0, "invariant": 0}
+    sources, counts = [], {"stacked": 0, "invariant": 0}
     for r in primal.outputs[n + ny:]:
         i = inputs.get(r)
         if i is not None and n <= i < n + nx:
-            plan.append(("x", i - n))
+            sources.append(("x", i - n))
         elif i is not None and i >= n + nx:
-            plan.append(("cap", i - n - nx))
+            sources.append(("cap", i - n - nx))
         else:
             kind = "stacked" if r in varying else "invariant"
-            plan.append((kind, counts[kind]))
+            sources.append((kind, counts[kind]))
             counts[kind] += 1
-    return plan
+    return sources
 
 
 def _varying(graph, k: int) -> set:
@@ -325,10 +325,10 @@ def _varying(graph, k: int) -> set:
     return found
 
 
-def _invariants(primal, plan, carry, xs, caps, n: int, ny: int) -> list:
+def _invariants(primal, sources, carry, xs, caps, n: int, ny: int) -> list:
     """The invariant residuals, computed from the captures before the loop
     (the carry and a step of each sequence stand in for inputs they do not read)."""
-    wanted = [r for r, (kind, _) in zip(primal.outputs[n + ny:], plan) if kind == "invariant"]
+    wanted = [r for r, (kind, _) in zip(primal.outputs[n + ny:], sources) if kind == "invariant"]
     if not wanted:
         return []
     steps = [zeros(Aval(x.aval.shape[1:], x.aval.dtype)) for x in xs]
@@ -337,10 +337,10 @@ def _invariants(primal, plan, carry, xs, caps, n: int, ny: int) -> list:
     return [by_node[r] for r in wanted]
 
 
-def _stacking(primal, n: int, ny: int, plan):
+def _stacking(primal, n: int, ny: int, sources):
     """The primal part as a scan body: its outputs, then the residuals it
     must stack as extra ys."""
-    stacked = [r for r, (kind, _) in zip(primal.outputs[n + ny:], plan) if kind == "stacked"]
+    stacked = [r for r, (kind, _) in zip(primal.outputs[n + ny:], sources) if kind == "stacked"]
 
     def step(*xs):
         outs = replay(primal, *xs)
@@ -349,13 +349,13 @@ def _stacking(primal, n: int, ny: int, plan):
     return retrace([x.aval for x in primal.inputs], step, name=primal.name)
 
 
-def _linear_scan(linear, plan, residuals, tangents, sizes, attrs):
+def _linear_scan(linear, sources, residuals, tangents, sizes, attrs):
     """The tangent part: a scan over the tangent carry, reading each step's
     residuals (stacked, a step of the sequences, or a capture)."""
     n, nx, ny, ypos, m = sizes
     tcarry, txs, tcaps = tangents
-    n_stacked = sum(kind == "stacked" for kind, _ in plan)
-    n_inv = sum(kind == "invariant" for kind, _ in plan)
+    n_stacked = sum(kind == "stacked" for kind, _ in sources)
+    n_inv = sum(kind == "invariant" for kind, _ in sources)
     stacked, invariant = residuals[:n_stacked], residuals[n_stacked:n_stacked + n_inv]
     xs, caps = residuals[n_stacked + n_inv:n_stacked + n_inv + nx], \
         residuals[n_stacked + n_inv + nx:]
@@ -371,7 +371,7 @@ def _linear_scan(linear, plan, residuals, tangents, sizes, attrs):
         rest = v[len(v) - len(fixed):]
         tcp, cp, inv = rest[:mc], rest[mc:mc + len(caps)], rest[mc + len(caps):]
         source = {"stacked": st, "x": x, "cap": cp, "invariant": inv}
-        res = [source[kind][i] for kind, i in plan]
+        res = [source[kind][i] for kind, i in sources]
         return replay(linear, *res, *tc, *tx, *tcp)
     body = retrace(avals, step, name=linear.name)
     outs = bind(Op.SCAN, *tcarry, *seq, *fixed, body=SubGraph(body), n_carry=m,

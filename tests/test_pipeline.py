@@ -106,6 +106,12 @@ def test_nothing_is_installed_at_import_time():
     assert not hasattr(ik.backends, "hooks")
 
 
+def test_control_flow_has_one_eval_rule_for_every_device():
+    """The GPU strategies run the control-flow primitives' own EVAL rules over
+    their array namespace; no device copy of the rules exists."""
+    assert importlib.util.find_spec("isokernel.backends.cuda.control") is None
+
+
 def test_only_the_fusion_module_unfuses():
     """No strategy fuses for another and unfuses again: ``unfuse`` is
     defined (a public transform) and called nowhere else in the package."""

@@ -395,3 +395,16 @@ def cpu_budget(root: str = "/") -> Figure:
                       tuple(notes))
     within = "" if quota is None else f", within {quota[1]}"
     return Figure(affinity.value, affinity.source + within, tuple(notes))
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` exists on this host: True only when the
+    kernel says so; False for a live process, another user's, or a number
+    that is not a process id (not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False

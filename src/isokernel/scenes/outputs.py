@@ -13,6 +13,7 @@ import shutil
 import time
 from importlib.metadata import version
 
+from ..backends.platform import process_gone
 from .catalog import Model
 from .datasets import is_zarr, require_io
 from .synthetic import scene_dataset
@@ -192,12 +193,9 @@ def _orphaned(path: str, pid: int) -> bool:
     try:
         if os.lstat(path).st_uid != os.getuid():
             return False
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # not ours to judge, or not a process id at all
+    except OSError:  # gone meanwhile, or not ours to judge
         return False
-    return False
+    return process_gone(pid)
 
 
 def _settle(path: str, match: re.Match, echo) -> None:

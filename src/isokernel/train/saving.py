@@ -42,6 +42,7 @@ import zlib
 
 import numpy as np
 
+from ..backends.platform import process_gone
 from ..ir import IsokernelError
 from ..ir.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
 
@@ -302,16 +303,11 @@ def _sweep(folder: str) -> None:
 def _orphaned(entry: os.DirEntry, pid: int) -> bool:
     try:
         status = entry.stat(follow_symlinks=False)
-        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
-            return False
-        if pid == os.getpid():
-            return False
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (OSError, OverflowError):  # not ours to judge, or not a process id at all
+    except OSError:  # gone meanwhile, or not ours to judge
         return False
-    return False
+    if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
+        return False
+    return pid != os.getpid() and process_gone(pid)
 
 
 # --- load: the file and its zip directory ---------------------------------------------------

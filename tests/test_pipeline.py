@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import pathlib
-import sys
 
 import numpy as np
 
@@ -18,66 +16,34 @@ import isokernel as ik
 import isokernel.numpy as inp
 
 SRC = pathlib.Path(ik.__file__).parent
+_WALK = pathlib.Path(__file__).parents[1] / "benchmarks" / "call_walk.py"
+_SPEC = importlib.util.spec_from_file_location("call_walk", _WALK)
+call_walk = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(call_walk)
+
 # top to bottom, as the import contract in pyproject.toml orders them
 LAYERS = ["cli", "models", "scenes", "reports", "train", "distributed", "pipeline", "deploy",
-          "ode", "optimize", "optim", "nn", "linalg", "random", "backends", "codegen",
-          "control", "transforms", "record", "ir"]
-SAME = [{"models", "scenes", "reports"}, {"ode", "optimize", "optim", "nn"},
-        {"linalg", "random"}, {"control", "transforms"}]
+          "scipy", "linalg", "ode", "optimize", "optim", "nn", "random", "numpy", "backends",
+          "codegen", "control", "transforms", "record", "ir"]
+SAME = [{"models", "scenes", "reports"}, {"deploy", "scipy"},
+        {"linalg", "ode", "optimize", "optim", "nn", "random"}]
 
 
-def _package(filename: str) -> str | None:
-    if not filename.startswith(str(SRC)):
-        return None
-    return os.path.relpath(filename, SRC).split(os.sep)[0].removesuffix(".py")
+CALLBACK = " (a callback argument)"  # how call_walk marks a call of a handed-down function
 
 
 def _above(callee: str, caller: str) -> bool:
-    if callee not in LAYERS or caller not in LAYERS:
-        return False
     if any({callee, caller} <= group for group in SAME):
         return False
     return LAYERS.index(callee) < LAYERS.index(caller)
 
 
-def _handed_over(frame, caller) -> bool:
-    """``frame``'s function is one of ``caller``'s arguments (a callback)."""
-    code = caller.f_code
-    arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-    for name in arguments:
-        value = caller.f_locals.get(name)
-        function = getattr(value, "__func__", value)
-        if getattr(function, "__code__", None) is frame.f_code:
-            return True
-    return False
-
-
 def _walk(call) -> tuple[set[str], list[str]]:
     """The isokernel files a call runs code in, and each call into a higher
-    layer that was not a function handed down as an argument."""
-    files, upward = set(), []
-
-    def profile(frame, event, arg):
-        if event != "call":
-            return
-        callee = _package(frame.f_code.co_filename)
-        if callee is None:
-            return
-        files.add(os.path.relpath(frame.f_code.co_filename, SRC))
-        caller = frame.f_back
-        while caller is not None and _package(caller.f_code.co_filename) is None:
-            caller = caller.f_back
-        if caller is None:
-            return
-        below = _package(caller.f_code.co_filename)
-        if _above(callee, below) and not _handed_over(frame, caller):
-            upward.append(f"{below}.{caller.f_code.co_name} -> {callee}.{frame.f_code.co_name}")
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
+    layer that was not a function handed down as an argument (by package)."""
+    files, hops = call_walk.walk(call)
+    upward = [f"{caller} -> {callee}: {n}" for (caller, callee), n in hops.items()
+              if not callee.endswith(CALLBACK) and _above(callee, caller)]
     return files, upward
 
 

@@ -4,6 +4,7 @@ isokernel must be listed in ``TABLES`` with the ops it covers."""
 
 import importlib
 import pkgutil
+import warnings
 
 import isokernel
 from isokernel.backends.capsules import lookup
@@ -94,7 +95,9 @@ def _op_tables() -> dict[int, str]:
     found: dict[int, str] = {}
     for info in sorted(pkgutil.walk_packages(isokernel.__path__, "isokernel."),
                        key=lambda i: i.name):
-        module = importlib.import_module(info.name)
+        with warnings.catch_warnings():  # the moved modules' deprecated aliases warn
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, dict) and value and all(isinstance(k, Op) for k in value):
                 found.setdefault(id(value), f"{info.name}.{name}")

@@ -7,10 +7,13 @@ fuses (so none unfuses)."""
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import pathlib
+import sys
 
 import numpy as np
+import pytest
 
 import isokernel as ik
 import isokernel.numpy as inp
@@ -90,3 +93,14 @@ def test_only_the_fusion_module_unfuses():
                 if name == "unfuse":
                     callers.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert callers == []
+
+
+@pytest.mark.parametrize("old, new, name", [
+    ("isokernel.models.run", "isokernel.scenes", "run"),
+    ("isokernel.deploy.platform", "isokernel.backends.platform", "cpu_budget"),
+])
+def test_moved_modules_keep_their_old_names_for_one_release_and_warn(old, new, name):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} .*moved to {new}|{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)

@@ -410,3 +410,20 @@ def test_staged_block_reads_its_rows_and_carries_by_columns():
     assert "const double a0_4 = out0[4 * ISK_BLOCK + i];  // carry: %" in shrink
     assert "double isk_l1[ISK_BLOCK * 5];  /* between the stages, by columns */" in shrink
     assert "out0[j * 5 + k] = isk_c_out0[k * ISK_BLOCK + j];" in shrink
+
+
+def test_the_report_says_why_each_op_outside_the_c_runs_whole():
+    def model(x, m):
+        y = inp.sin(x) * 2.0
+        return y - inp.mean(y, axis=0), x @ m
+    x, m = np.linspace(0.0, 1.0, 3000).reshape(1000, 3), np.ones((3, 3))
+    lines = dict(ik.jit(model, strategy="native").lower(x, m).compile().report().extra)
+    why = lines["not in C"]
+    assert "dot_general x1 (no per-row form: this op always runs whole)" in why
+    assert "reduce_sum x1 (its result's axis 0 is not the pixel axis (P = 1000))" in why
+    everything = dict(ik.jit(lambda a: inp.exp(a) * 2.0, strategy="native")
+                      .lower(x).compile().report().extra)
+    assert "not in C" not in everything  # one region: nothing runs whole
+    scalar = dict(ik.jit(lambda a: inp.exp(a) + 1.0, strategy="native")
+                  .lower(np.float64(2.0)).compile().report().extra)
+    assert "exp x1 (the graph has no pixel axis" in scalar["not in C"]

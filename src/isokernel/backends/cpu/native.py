@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from ... import codegen
-from ...codegen.pixel import RowRegion, partition
+from ...codegen.pixel import ROW_RULES, Outside, Partition, RowRegion, partition, row_modes
 from ...ir import Graph, Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
 from ..capsules import Capsule, NumericalPolicy, register
@@ -167,6 +167,9 @@ class NativeExecutable(StagedExecutable):
                    else "scalar libm")
         lines = [("workers", f"{self.workers} ({self.workers_source})"),
                  ("pixels", self.partition.describe()),
+                 *([("not in C", whole_reasons(self.partition))]
+                   if any(isinstance(s, Outside) and s.nodes for s in self.partition.stages)
+                   else []),
                  ("compiler", f"{cc.name} {' '.join(cc.flags(self.fma))}"),
                  ("fma", contraction),
                  ("mathlib", mathlib),
@@ -176,6 +179,40 @@ class NativeExecutable(StagedExecutable):
         lines.append(("small calls", small))
         lines += [("fp errors", FPE_POLICY)] if self.built is not None else []
         return lines + self.contraction_lines()
+
+
+WHOLE_REASONS_SHOWN = 6
+
+
+def whole_reasons(part: Partition) -> str:
+    """Why the ops outside the row regions run whole by the reference rules
+    instead of in the generated C: grouped by op and reason, the most
+    frequent first."""
+    counts: dict[tuple[str, str], int] = {}
+    for stage in part.stages:
+        if isinstance(stage, Outside):
+            for node in stage.nodes:
+                key = (node.op.value, _whole_reason(node, part.pixels))
+                counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    shown = "; ".join(f"{op} x{n} ({why})" for (op, why), n in ranked[:WHOLE_REASONS_SHOWN])
+    rest = len(ranked) - WHOLE_REASONS_SHOWN
+    return shown + (f"; {rest} more kind(s)" if rest > 0 else "")
+
+
+def _whole_reason(node, pixels: int) -> str:
+    if pixels < 2:
+        return "the graph has no pixel axis: no input is longer than 1 along axis 0"
+    if not node.several and (node.aval.ndim == 0 or node.shape[0] != pixels):
+        return f"its result's axis 0 is not the pixel axis (P = {pixels})"
+    if node.op not in ROW_RULES:
+        return "no per-row form: this op always runs whole"
+    modes = row_modes(node, pixels)
+    if modes is None:
+        return "it works across pixel rows"
+    if not _supports(node, modes):
+        return "no C form in the emitter"
+    return "it reads, or is read by, a node with several results outside a region"
 
 
 # --- the small-call path ------------------------------------------------------------------

@@ -63,7 +63,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
 import tracemalloc
 from dataclasses import dataclass, field
 
@@ -73,7 +72,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402 - after the BLAS thread count
-from _common import try_import  # noqa: E402
+from _common import interleaved, jax_adam_step, mlp_params, try_import  # noqa: E402
 from control_flow import kepler, kepler_jax, kepler_numba  # noqa: E402
 from cpu_forward import numba_fn, tau_omega_with  # noqa: E402
 
@@ -110,17 +109,6 @@ class Workload:
 
 
 # --- the models, each written the way a user writes it -------------------------------------
-
-def mlp_params(sizes, seed=0):
-    """Glorot-uniform weights and small biases as NumPy float64 arrays."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        bound = math.sqrt(6.0 / (n_in + n_out))
-        params.append({"w": rng.uniform(-bound, bound, (n_in, n_out)),
-                       "b": rng.uniform(-0.1, 0.1, n_out)})
-    return params
-
 
 def mlp(ns, p, x):
     """The tanh MLP on rows ``x`` (n, inputs) -> (n,) in the namespace ``ns``."""
@@ -202,23 +190,6 @@ def trainer_check(loss, params, batch):
     return check
 
 
-def jax_trainer(jax, optax, loss_fn, params):
-    """One jitted value_and_grad + optax Adam step, parameters held between calls."""
-    jnp = jax.numpy
-    opt = optax.adam(LEARNING_RATE)
-
-    @jax.jit
-    def step(p, state, *batch):
-        loss, grads = jax.value_and_grad(loss_fn)(p, *batch)
-        updates, state = opt.update(grads, state, p)
-        return loss, optax.apply_updates(p, updates), state
-    held = {"p": jax.tree_util.tree_map(jnp.asarray, params)}
-    held["state"] = opt.init(held["p"])
-
-    def run(*batch):
-        loss, held["p"], held["state"] = step(held["p"], held["state"], *batch)
-        return loss.block_until_ready()
-    return run
 
 
 def jax_jit(jax, fn):
@@ -232,8 +203,9 @@ def pinn(size, jax, optax):
     loss = lambda p, x: pinn_loss(inp, ik.grad, ik.vmap, p, x)  # noqa: E731
     others = {}
     if jax is not None and optax is not None:
-        others["jax"] = jax_trainer(
-            jax, optax, lambda p, x: pinn_loss(jax.numpy, jax.grad, jax.vmap, p, x), params)
+        others["jax"] = jax_adam_step(
+            jax, optax, lambda p, x: pinn_loss(jax.numpy, jax.grad, jax.vmap, p, x), params,
+            LEARNING_RATE)
     return Workload(f"PINN Trainer step (1-{width}-{width}-1, {points} points)",
                     {"default": ik.Trainer(loss, params, optim.adam(LEARNING_RATE)).step},
                     (xs,), trainer_check(loss, params, (xs,)), others)
@@ -248,8 +220,9 @@ def mlp_regression(size, jax, optax):
     loss = lambda p, x, y: mse_loss(inp, p, x, y)  # noqa: E731
     others = {}
     if jax is not None and optax is not None:
-        others["jax"] = jax_trainer(jax, optax,
-                                    lambda p, x, y: mse_loss(jax.numpy, p, x, y), params)
+        others["jax"] = jax_adam_step(jax, optax,
+                                      lambda p, x, y: mse_loss(jax.numpy, p, x, y), params,
+                                      LEARNING_RATE)
     return Workload(f"MLP Trainer step (1-{width}-{width}-1, {rows} rows)",
                     {"default": ik.Trainer(loss, params, optim.adam(LEARNING_RATE)).step},
                     (x, y), trainer_check(loss, params, (x, y)), others)
@@ -393,16 +366,6 @@ def peak_memory(fn, args) -> tuple[int, int | None]:
     return traced, None if hwm is None else max(0, hwm - before) * 1024
 
 
-def interleaved(rows: dict, args: tuple, rounds: int) -> dict:
-    """Best seconds of every callable (each warmed up already), every one called once
-    per round."""
-    best = dict.fromkeys(rows, math.inf)
-    for _ in range(rounds):
-        for name, fn in rows.items():
-            t = time.perf_counter()
-            fn(*args)
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
 
 
 def _first_line(err: Exception) -> str:

@@ -40,7 +40,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402 - after the BLAS thread count
-from _common import try_import  # noqa: E402
+from _common import jax_adam_step, mlp_params, try_import  # noqa: E402
 
 import isokernel as ik  # noqa: E402
 import isokernel.nn as nn  # noqa: E402
@@ -52,17 +52,6 @@ LEARNING_RATE = 1e-3
 
 
 # --- models, written once per framework ----------------------------------------------------
-
-def mlp_params(sizes, seed):
-    """Glorot-uniform weights and small biases as NumPy float64 arrays."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        bound = math.sqrt(6.0 / (n_in + n_out))
-        params.append({"w": rng.uniform(-bound, bound, (n_in, n_out)),
-                       "b": rng.uniform(-0.1, 0.1, n_out)})
-    return params
-
 
 def pinn_loss(ns, hessian, vmap, params, xs):
     """The Poisson residual loss in the array namespace ``ns``."""
@@ -130,20 +119,7 @@ def jax_contender(loss_maker, params, notes):
         return None
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
-    loss_fn, opt = loss_maker(jax, jnp), optax.adam(LEARNING_RATE)
-
-    @jax.jit
-    def step(p, state, *batch):
-        loss, grads = jax.value_and_grad(loss_fn)(p, *batch)
-        updates, state = opt.update(grads, state, p)
-        return loss, optax.apply_updates(p, updates), state
-    held = {"p": jax.tree_util.tree_map(jnp.asarray, params)}
-    held["state"] = opt.init(held["p"])
-
-    def run(*batch):
-        loss, held["p"], held["state"] = step(held["p"], held["state"], *batch)
-        return loss.block_until_ready()
-    return run
+    return jax_adam_step(jax, optax, loss_maker(jax, jnp), params, LEARNING_RATE)
 
 
 # --- PyTorch --------------------------------------------------------------------------------

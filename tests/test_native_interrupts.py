@@ -78,6 +78,15 @@ def report(f, endless, finite, reference):
     assert same_bits(f(*finite), want), "wrong before the interrupt"
     latency = interrupted(lambda: f(*endless))
     print(f"latency={latency:.4f} exact={same_bits(f(*finite), want)}", flush=True)
+
+
+def counted(x, n):
+    """A loop whose condition is the same for every pixel (a counter): one C
+    while in each pixel's function, 10^13 steps: finite, but hours long."""
+    def one(xi):
+        return ik.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 0.5 + 1.0),
+                             (0, xi))[1]
+    return ik.vmap(one)(x)
 '''
 
 HALVING = PRELUDE + r'''
@@ -95,15 +104,6 @@ report(f, (endless,), (finite,), reference)
 '''
 
 COUNTED = PRELUDE + r'''
-def counted(x, n):
-    """A loop whose condition is the same for every pixel (a counter): one C
-    while in each pixel's function, 10^13 steps: finite, but hours long."""
-    def one(xi):
-        return ik.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 0.5 + 1.0),
-                             (0, xi))[1]
-    return ik.vmap(one)(x)
-
-
 f = ik.jit(counted, strategy="native")
 x = np.linspace(0.0, 1.0, 300)
 report(f, (x, 10**13), (x, 40), ik.jit(counted, strategy="reference"))
@@ -209,13 +209,6 @@ for name, fn, lanes in (("lanes", ik.vmap(halve), True), ("pixel", ik.vmap(halve
 
 
 OWN_HANDLER = PRELUDE + r"""
-def counted(x, n):
-    def one(xi):
-        return ik.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 0.5 + 1.0),
-                             (0, xi))[1]
-    return ik.vmap(one)(x)
-
-
 f = ik.jit(counted, strategy="native")
 x = np.linspace(0.0, 1.0, 8)
 want = f(x, 10**6)  # uninterrupted: a block of 256 rows, 10^6 steps each (about a second)

@@ -107,6 +107,21 @@ def calls_libm(strategy_name: str) -> bool:
     return strategy_name in LIBM_CPU or strategy_name.startswith("cuda")
 
 
+def native_whole(graph) -> bool:
+    """Whether ``native`` compiles ``graph`` (at its recorded shapes, default
+    options) as one C program, folding reductions and contractions in its
+    fixed sequential order as ``native-whole`` does."""
+    from isokernel.backends.cpu.native import compiles_whole
+    return compiles_whole(graph)
+
+
+def folds_in_own_order(strategy_name: str, graph) -> bool:
+    """Whether ``strategy_name`` folds ``graph``'s reductions and contractions
+    in its own fixed order (not NumPy's): ``native-whole`` always, ``native``
+    where it compiles the graph whole."""
+    return strategy_name in OWN_ORDER or (strategy_name == "native" and native_whole(graph))
+
+
 def owes_reference_bits(strategy_name: str, graph) -> bool:
     """Whether ``strategy_name``'s contract is the reference's bits on
     ``graph``: not for transcendentals where it calls a math library, not
@@ -115,13 +130,15 @@ def owes_reference_bits(strategy_name: str, graph) -> bool:
     ops = graph.ops()
     if calls_libm(strategy_name) and ops & TRANSCENDENTAL:
         return False
-    return not (strategy_name in OWN_ORDER and ops & (REDUCE | {Op.DOT_GENERAL}))
+    return not (ops & (REDUCE | {Op.DOT_GENERAL}) and folds_in_own_order(strategy_name, graph))
 
 
-def same_bits(strategy_name: str, got, want) -> bool:
+def same_bits(strategy_name: str, got, want, graph=None) -> bool:
     """Bit identity; a GPU strategy's NaNs carry the GPU's payload, and a
-    strategy folding in its own order its own NaN payloads."""
-    if strategy_name.startswith("cuda") or strategy_name in OWN_ORDER:
+    strategy folding in its own order (on ``graph``, where given) its own
+    NaN payloads."""
+    if strategy_name.startswith("cuda") or strategy_name in OWN_ORDER or (
+            graph is not None and folds_in_own_order(strategy_name, graph)):
         return bit_identical_but_nan(got, want)
     return bit_identical(got, want)
 

@@ -416,14 +416,43 @@ def test_the_report_says_why_each_op_outside_the_c_runs_whole():
     def model(x, m):
         y = inp.sin(x) * 2.0
         return y - inp.mean(y, axis=0), x @ m
-    x, m = np.linspace(0.0, 1.0, 3000).reshape(1000, 3), np.ones((3, 3))
+    pixels = 2 * native.INLINE_ROWS  # row regions this long keep the pool: staged
+    x, m = np.linspace(0.0, 1.0, 3 * pixels).reshape(pixels, 3), np.ones((3, 3))
     lines = dict(ik.jit(model, strategy="native").lower(x, m).compile().report().extra)
     why = lines["not in C"]
     assert "dot_general x1 (no per-row form: this op always runs whole)" in why
-    assert "reduce_sum x1 (its result's axis 0 is not the pixel axis (P = 1000))" in why
+    assert f"reduce_sum x1 (its result's axis 0 is not the pixel axis (P = {pixels}))" in why
+    assert lines["program"] == (f"staged: row regions and whole ops (not one C program: row "
+                                f"regions over {pixels} pixels (> {native.INLINE_ROWS}) run "
+                                f"in parallel on the pool)")
     everything = dict(ik.jit(lambda a: inp.exp(a) * 2.0, strategy="native")
                       .lower(x).compile().report().extra)
     assert "not in C" not in everything  # one region: nothing runs whole
+    assert "the graph is one row region" in everything["program"]
+
+
+def test_native_compiles_a_small_graph_with_whole_ops_as_one_c_program():
+    """Below the pool's threshold a graph of row regions and whole ops (a
+    training step's shape) is one C function; ``auto`` (native) picks it, the
+    report says so, and the results keep the contract: elementwise bits,
+    reductions and contractions within n·eps of the reference."""
+    def model(x, m):
+        y = inp.sin(x) * 2.0
+        return y - inp.mean(y, axis=0), x @ m
+    x, m = np.linspace(0.0, 1.0, 3000).reshape(1000, 3), np.linspace(-1.0, 1.0, 9).reshape(3, 3)
+    compiled = ik.jit(model).lower(x, m).compile()
+    lines = dict(compiled.report().extra)
+    assert compiled.lowered.strategy.name == "native"
+    assert lines["program"].startswith("the whole graph as one C function")
+    assert "not in C" not in lines
+    assert {c.provider for c in compiled.plan.by_node.values()} == {"c-whole"}
+    got, want = compiled(x, m), ik.jit(model, strategy="reference")(x, m)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e3 * np.finfo(float).eps)
     scalar = dict(ik.jit(lambda a: inp.exp(a) + 1.0, strategy="native")
                   .lower(np.float64(2.0)).compile().report().extra)
-    assert "exp x1 (the graph has no pixel axis" in scalar["not in C"]
+    assert scalar["program"].startswith("the whole graph as one C function")
+    big = np.ones((native.WHOLE_MAX_REDUCED + 1,))
+    staged = dict(ik.jit(lambda a: inp.sum(a), strategy="native").lower(big).compile()
+                  .report().extra)
+    assert f"reads {native.WHOLE_MAX_REDUCED + 1} elements" in staged["program"]

@@ -24,6 +24,7 @@ import isokernel as ik
 import isokernel.numpy as inp
 import isokernel.random
 from isokernel import codegen, deploy
+from isokernel.backends.parity import max_ulp
 from isokernel.backends.platform import Figure
 from isokernel.codegen.pixel import partition
 from isokernel.deploy import HostBudget, memory_shape
@@ -37,6 +38,7 @@ pytestmark = [
 
 MIB = 1 << 20
 MODEL_MARGIN = 1.5  # measured peak and model within this factor of each other
+NORMAL_ULP = 8  # native's normal draws against the reference's (3 measured on 10^5 draws)
 NORMAL_BOUND = 400 * 10**6  # bytes: the whole process's peak for normal(key, (10**6,))
 
 SCRIPT = r"""
@@ -71,9 +73,11 @@ cpus = deploy.host_budget(gpu=False).cpus.value
 shape = deploy.memory_shape(compiled.graph, name, workers=cpus)
 resident = sum(np.asarray(a).nbytes for a in args)
 resident += sum(c.nbytes for c in compiled.graph.consts())
-# native-whole's arena is allocated with the executable: before the traced call (its pages
-# are first touched by the call, so RSS counts them there)
-arena = compiled.executable.program.scratch if name == "native-whole" else 0
+# a whole program's arena (native-whole's, native's on a graph it compiles whole) is allocated
+# with the executable: before the traced call (its pages are first touched by the call, so
+# RSS counts them there)
+program = getattr(compiled.executable, "program", None)
+arena = program.scratch if program is not None else 0
 ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages back, so the call faults its own
 tracemalloc.start()
 # the process's own peak is VmHWM (before the reset and after the call), not ru_maxrss: Linux
@@ -160,10 +164,11 @@ def test_the_native_model_counts_the_whole_ops_intermediates():
     graph = _normal(10**5).lower(isokernel.random.key(0)).graph
     native = memory_shape(graph, "native")
     reference = memory_shape(graph, "reference")
-    # nothing is row-local at P=2: every op runs whole, so native holds what the reference holds
+    # nothing is row-local at P=2: native compiles the graph as one C program, whose arena
+    # holds what the reference holds, and the outputs copied out of it
     assert native.bytes() >= reference.bytes()
     assert native.bytes() <= reference.bytes() + 2 * 8 * 10**5
-    assert "whole" in native.basis
+    assert native.basis.startswith("arena")
 
 
 def test_values_die_inside_a_whole_stage():
@@ -223,4 +228,5 @@ def test_block_sizing_holds_for_a_graph_with_no_row_region(monkeypatch):
     small = ik.jit(lambda k: isokernel.random.normal(k, (1000,)), strategy="native",
                    block="auto")
     want = ik.jit(lambda k: isokernel.random.normal(k, (1000,)), strategy="reference")(key)
-    np.testing.assert_array_equal(small(key), want)
+    # native's log1p is the C math library's (vector variants): ulp-bounded, not the bits
+    assert max_ulp(small(key), want) <= NORMAL_ULP

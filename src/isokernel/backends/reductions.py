@@ -50,7 +50,9 @@ _WARNED: set[str] = set()
 
 TEXT = {
     "reference": "reference order: pixel-axis reductions run whole by NumPy (pairwise), "
-                 "the same bits for every worker count, on one core",
+                 "or in the fixed sequential order of a graph compiled as one C program "
+                 "(native's 'program' line); the same bits for every worker count, on one "
+                 "core",
     "tree": f"deterministic tree: pixel-axis reductions in blocks of {REDUCTION_BLOCK} rows, "
             f"a halving tree within and across blocks (bits independent of the worker "
             f"count; the order GPU block reductions follow)",

@@ -43,12 +43,19 @@ class MemoryModel:
     ``traffic``:
     ``eager`` (every intermediate goes through memory) or ``fused`` (inputs
     and outputs only). ``marshal``: the strategy makes one contiguous copy
-    of each pixel input."""
+    of each pixel input. ``arena_when(graph)``: where it holds, the strategy
+    runs ``graph`` (at default options) as one program over an arena, and the
+    ``arena`` kind applies instead of ``kind`` (``native``'s whole programs)."""
 
     kind: str
     traffic: str
     marshal: bool = False
     tile_rows: Callable[[int, int], int] | None = field(default=None, compare=False)
+    arena_when: Callable[[Graph], bool] | None = field(default=None, compare=False)
+
+    def kind_for(self, graph: Graph) -> str:
+        """The kind that applies to ``graph``."""
+        return "arena" if self.arena_when is not None and self.arena_when(graph) else self.kind
 
 
 def same_graph(graph: Graph) -> Graph:

@@ -156,12 +156,12 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
         "    isk_stop_flag = flag;",
         *calls,
         "    return isk_fpe();\n}\n"])
-    work = sum(_iterations(node) for node in graph.nodes if node.op not in (Op.INPUT, Op.CONST))
+    work = sum(iterations(node) for node in graph.nodes if node.op not in (Op.INPUT, Op.CONST))
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
                         scratch, work >= WATCHED_WORK)
 
 
-def _iterations(node: Node) -> int:
+def iterations(node: Node) -> int:
     """About how many loop iterations ``node`` takes: its elements, or the
     elements it reads (a reduction), or its products (``dot_general``)."""
     if node.op in REDUCE:

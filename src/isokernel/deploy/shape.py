@@ -25,9 +25,9 @@ fall out of the recorded graph and the strategy's memory model (the
   row-local op in a region), plus per worker the eager working set of one
   cache-sized tile, sized by the memory model's ``tile_rows`` (the
   strategy's own rule; a fixed term).
-- *arena* (``native-whole``): every value in an arena laid out by liveness
-  (the eager walk), and the outputs copied out of it into the caller's
-  arrays.
+- *arena* (``native-whole``, and ``native`` on a graph it compiles as one C
+  program): every value in an arena laid out by liveness (the eager walk),
+  and the outputs copied out of it into the caller's arrays.
 
 ``threads`` and ``native`` add their *marshaling columns*: one contiguous
 copy of each pixel input, which they make when the caller's array is strided
@@ -146,17 +146,18 @@ def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
     model = spec.memory
     graph = spec.prepare(graph)
     rows = _Rows(graph)
-    if model.kind in ("fused", "tiled"):
-        copies = model.kind == "fused" and model.marshal
-        fixed, per, live = _staged(graph, rows, model.kind, copies)
+    kind = model.kind_for(graph)
+    if kind in ("fused", "tiled"):
+        copies = kind == "fused" and model.marshal
+        fixed, per, live = _staged(graph, rows, kind, copies)
     else:  # eager, or an arena holding the eager walk's values
         fixed, per, live = _eager(graph, rows)
-    basis = BASIS[model.kind].format(live=live)
+    basis = BASIS[kind].format(live=live)
     scratch = 0
-    if model.kind == "arena":
+    if kind == "arena":
         out_fixed, out_per = _outputs(graph, rows)
         fixed, per = fixed + out_fixed, per + out_per
-    if model.kind == "tiled":
+    if kind == "tiled":
         per_row = max(_eager(graph, rows)[1] - _marshal(graph, rows), 0)
         tile = model.tile_rows(per_row, workers)
         scratch = workers * tile * per_row

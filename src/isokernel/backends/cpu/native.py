@@ -28,16 +28,20 @@ import numpy as np
 
 from ... import codegen
 from ...codegen.pixel import ROW_RULES, Outside, Partition, RowRegion, partition, row_modes
+from ...codegen.whole import iterations as whole_iterations
+from ...codegen.whole import unsupported as whole_unsupported
 from ...ir import Graph, Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
 from ..capsules import Capsule, NumericalPolicy, register
 from ..numerics import NATIVE_ULP_BOUND
-from ..planning import Profile
+from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import replay_errors, watched_flags
 from .numpy_rules import NUMPY_PROVIDER
 from .pool import SLICE_ROWS, interruptible, resolve_workers, run_tasks, split, sub_slices
 from .staged import StagedExecutable, StagedPlan, stage_value, staged_plan
+from .whole import PROVIDER as WHOLE_PROVIDER
+from .whole import WholeExecutable, whole_plan
 
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
@@ -64,12 +68,73 @@ def _supports(node, modes) -> bool:
     return codegen.supports(node, modes)
 
 
-def plan_native(graph: Graph, profile: Profile, options: dict) -> StagedPlan:
-    """``native``'s plan: the row regions the C emitter accepts, their nodes
-    under the generated C's capsules (with FMA contraction when asked), the
-    rest under the reference's."""
+WHOLE_MAX_REDUCED = 1 << 20
+"""The most elements one reduction of a program compiled whole may read: its
+sequential fold runs at one addition per cycle or so, where NumPy's pairwise
+sum vectorizes; a larger one keeps the staged plan (NumPy's order)."""
+WHOLE_MAX_PRODUCTS = 1 << 24
+"""The most multiply-adds one contraction of a program compiled whole may
+take (about 5 ms in the register-blocked loops); a larger one keeps the
+staged plan (BLAS through NumPy)."""
+
+
+def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
+    """Why ``native`` does not compile ``graph`` as one C program
+    (``codegen.whole``), or None when it does: a graph that is one row
+    region over every pixel keeps its parallel kernel; row regions over more
+    than ``INLINE_ROWS`` pixels keep the pool; a node the whole emitter has
+    no C form for, FMA contraction, deterministic (tree) reductions and
+    reductions or contractions too large for its fixed sequential order keep
+    the staged plan."""
+    regions = [s for s in part.stages if isinstance(s, RowRegion)]
+    if regions and len(part.stages) == 1:
+        return "the graph is one row region: its kernel runs over the pixel rows"
+    if regions and part.pixels > INLINE_ROWS:
+        return (f"row regions over {part.pixels} pixels (> {INLINE_ROWS}) run in parallel "
+                f"on the pool")
+    if options.get("fma"):
+        return "fma=True: only the row-region kernels are compiled with contraction"
+    if options.get("reductions", "reference") != "reference":
+        return "deterministic reductions: pixel-axis reductions run in the tree order"
+    for node in graph.nodes:
+        why = whole_unsupported(node)
+        if why is None and node.op in REDUCE and node.inputs[0].aval.size > WHOLE_MAX_REDUCED:
+            why = f"reads {node.inputs[0].aval.size} elements (> {WHOLE_MAX_REDUCED})"
+        if why is None and node.op is Op.DOT_GENERAL and \
+                whole_iterations(node) > WHOLE_MAX_PRODUCTS:
+            why = f"{whole_iterations(node)} products (> {WHOLE_MAX_PRODUCTS}): BLAS"
+        if why is not None:
+            where = f" at {node.where}" if node.where else ""
+            return f"{node.op.value}{where}: {why}"
+    return None
+
+
+def compiles_whole(graph: Graph) -> bool:
+    """Whether ``native`` at its default options compiles ``graph`` as one C
+    program."""
+    return whole_reason(graph, partition(graph, accept=_supports), {}) is None
+
+
+def plan_native(graph: Graph, profile: Profile, options: dict) -> NodePlan:
+    """``native``'s plan: the whole graph as one C program where
+    ``whole_reason`` finds nothing against it (every node under the whole
+    emitter's capsule); else the row regions the C emitter accepts, their
+    nodes under the generated C's capsules (with FMA contraction when
+    asked), the rest under the reference's."""
+    part = partition(graph, accept=_supports)
+    if whole_reason(graph, part, options) is None:
+        return whole_plan(graph, profile)
     provider = PROVIDER_FMA if options.get("fma") else PROVIDER
-    return staged_plan(graph, profile, partition(graph, accept=_supports), provider)
+    return staged_plan(graph, profile, part, provider)
+
+
+def build_native(plan: NodePlan, workers: int | None = None, fma: bool = False,
+                 reductions: str = "reference"):
+    """The executable of ``plan_native``'s plan: one C program, or the
+    staged run of row regions and whole ops."""
+    if isinstance(plan, StagedPlan):
+        return NativeExecutable(plan, workers, fma, reductions)
+    return WholeExecutable(plan)
 
 
 class NativeExecutable(StagedExecutable):
@@ -165,7 +230,10 @@ class NativeExecutable(StagedExecutable):
             f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})")
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
+        why = whole_reason(self.graph, self.partition, {"fma": self.fma,
+                                                         "reductions": self.reductions})
         lines = [("workers", f"{self.workers} ({self.workers_source})"),
+                 ("program", f"staged: row regions and whole ops (not one C program: {why})"),
                  ("pixels", self.partition.describe()),
                  *([("not in C", whole_reasons(self.partition))]
                    if any(isinstance(s, Outside) and s.nodes for s in self.partition.stages)
@@ -338,8 +406,8 @@ CONTRACT = "bit-identical to reference for IEEE basic ops; transcendentals ulp-b
 
 SPEC = register_strategy(StrategySpec(
     name="native", device="cpu", contract=CONTRACT,
-    profile=Profile("native-cpu", "cpu", (PROVIDER, NUMPY_PROVIDER),
+    profile=Profile("native-cpu", "cpu", (PROVIDER, NUMPY_PROVIDER, WHOLE_PROVIDER),
                     frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
-    memory=MemoryModel("fused", "fused", marshal=True),
-    compiler=NativeExecutable, auto_priority=30,
+    memory=MemoryModel("fused", "fused", marshal=True, arena_when=compiles_whole),
+    compiler=build_native, auto_priority=30,
     options=frozenset({"workers", "fma", "reductions"}), planner=plan_native))

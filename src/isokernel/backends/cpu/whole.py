@@ -39,10 +39,10 @@ from ...codegen.whole import ALIGN, OPS, POINTWISE, WholeUnsupported, emit_whole
 from ...ir import Op
 from ...ir.errors import BackendUnavailableError
 from ...ir.ops import REDUCE, TABLE, TRANSCENDENTAL
-from ..capsules import Capsule, NumericalPolicy, register
+from ..capsules import Capsule, NumericalPolicy, lookup, register
 from ..executable import ExecutableBase
 from ..numerics import NATIVE_ULP_BOUND
-from ..planning import Plan, Profile
+from ..planning import NodePlan, Plan, Profile, plan
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import watched_flags
 from .pool import interruptible
@@ -53,6 +53,14 @@ CONTRACT = ("elementwise as native; reductions and contractions in a fixed seque
             "(not NumPy's): n*eps-bounded against reference")
 UNSUPPORTED = ("strategy 'native-whole' cannot write {what} as C in one function; use "
                "strategy='native' (which runs such nodes by the reference rules)")
+
+
+def whole_plan(graph, profile: Profile) -> NodePlan:
+    """Every node of ``graph`` under the whole emitter's capsule (``native``'s
+    plan for a graph it compiles as one C program)."""
+    accepted = plan(graph, profile)
+    by_node = {n: lookup(n.op, PROVIDER) for n in graph.nodes if n.op not in (Op.INPUT, Op.CONST)}
+    return NodePlan(graph, profile, accepted.capsules, by_node)
 
 
 class WholeExecutable(ExecutableBase):
@@ -114,7 +122,9 @@ class WholeExecutable(ExecutableBase):
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
         built = f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})"
-        return [("compiler", f"{cc.name} {' '.join(cc.flags(False))}"),
+        return [("program", "the whole graph as one C function on the calling thread; "
+                            "reductions and contractions in a fixed sequential order"),
+                ("compiler", f"{cc.name} {' '.join(cc.flags(False))}"),
                 ("fma", "off (-ffp-contract=off)"),
                 ("mathlib", mathlib),
                 ("kernel", built),

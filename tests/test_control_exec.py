@@ -99,6 +99,9 @@ def traced_fori(x, n):
     return ik.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x)
 
 
+LARGE = 40_000  # pixels: above native's INLINE_ROWS, so its regions keep the pool
+
+
 def _uniform(lo, hi, shape=(PIXELS,), seed=0):
     return np.random.default_rng(seed).uniform(lo, hi, shape)
 
@@ -108,8 +111,10 @@ CASES = {
     "newton_sqrt": (ik.vmap(newton_sqrt), lambda: [_uniform(0.01, 1e6)]),
     "fori": (fori, lambda: [_uniform(-5, 5)]),
     "horner": (horner, lambda: [_uniform(-2, 2)]),
-    "cond_true": (branch, lambda: [_uniform(-5, 5), np.float64(1.0)]),
-    "cond_false": (branch, lambda: [_uniform(-5, 5), np.float64(-1.0)]),
+    # beyond native's inline threshold: below it native compiles this graph (a region and
+    # the flag's test outside it) as one C program (test_whole_programs.py)
+    "cond_true": (branch, lambda: [_uniform(-5, 5, (LARGE,)), np.float64(1.0)]),
+    "cond_false": (branch, lambda: [_uniform(-5, 5, (LARGE,)), np.float64(-1.0)]),
     "checkpoint": (remat, lambda: [_uniform(-5, 5)]),
     "nested": (ik.vmap(nested), lambda: [_uniform(0, 100)]),
     "fused": (fused, lambda: [_uniform(0, 2 * np.pi), _uniform(0, 0.9, seed=1),
@@ -217,7 +222,8 @@ def test_native_source_shows_the_staged_block_and_the_statements():
     assert "ISK_BLOCK / 8" not in text  # sin and cos: the whole block runs every step
     text = ik.jit(fori, strategy="native").lower(m).compile().source()
     assert "for (int64_t s2_t = 0; s2_t < 10; s2_t++) {  // %2 scan @ " in text
-    text = ik.jit(branch, strategy="native").lower(m, np.float64(1.0)).compile().source()
+    large = _uniform(-5, 5, (LARGE,))
+    text = ik.jit(branch, strategy="native").lower(large, np.float64(1.0)).compile().source()
     assert "if (v4 <= 0) {  // branch 0: %5 cond @ " in text and "} else {" in text
     text = ik.jit(ik.vmap(newton_sqrt), strategy="native").lower(m + 1.0).compile().source()
     assert "while (isk_running(isk_l4) > ISK_BLOCK / 8) {" in text  # basic operations only

@@ -414,7 +414,7 @@ def test_staged_block_reads_its_rows_and_carries_by_columns():
 
 def test_the_report_says_why_each_op_outside_the_c_runs_whole():
     def model(x, m):
-        y = inp.sin(x) * 2.0
+        y = inp.sin(inp.cos(x) * 2.0 + x) * 2.0  # the row regions: most of the work
         return y - inp.mean(y, axis=0), x @ m
     pixels = 2 * native.INLINE_ROWS  # row regions this long keep the pool: staged
     x, m = np.linspace(0.0, 1.0, 3 * pixels).reshape(pixels, 3), np.ones((3, 3))
@@ -423,8 +423,9 @@ def test_the_report_says_why_each_op_outside_the_c_runs_whole():
     assert "dot_general x1 (no per-row form: this op always runs whole)" in why
     assert f"reduce_sum x1 (its result's axis 0 is not the pixel axis (P = {pixels}))" in why
     assert lines["program"] == (f"staged: row regions and whole ops (not one C program: row "
-                                f"regions over {pixels} pixels (> {native.INLINE_ROWS}) run "
-                                f"in parallel on the pool)")
+                                f"regions and contractions batched over {pixels} pixels (> "
+                                f"{native.INLINE_ROWS}), most of the work, run in parallel on "
+                                f"the pool)")
     everything = dict(ik.jit(lambda a: inp.exp(a) * 2.0, strategy="native")
                       .lower(x).compile().report().extra)
     assert "not in C" not in everything  # one region: nothing runs whole

@@ -205,10 +205,10 @@ def test_transcendentals_stay_within_native_bounds(dtype):
 
 
 def test_a_graph_it_cannot_write_is_refused_naming_the_op():
-    def looping(x):
-        return ik.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1]
-    with pytest.raises(PlanningError, match="native-whole.*while"):
-        whole(looping)(np.ones(3))
+    def lanes(x):  # under vmap: one predicate per lane
+        return ik.while_loop(lambda c: c < 3.0, lambda c: c * 2.0, x)
+    with pytest.raises(BackendUnavailableError, match="native-whole.*while.*per lane"):
+        whole(ik.vmap(lanes))(np.ones(3))
     with pytest.raises((PlanningError, BackendUnavailableError), match="native-whole"):
         whole(lambda a: ik.linalg.solve(a, a[0]))(np.eye(6) * 2.0)  # LU beyond 4x4
 

@@ -288,7 +288,10 @@ def test_row_max_and_min_return_numpys_nan_on_every_strategy(strategy, dtype):
         return (inp.max(y, axis=2), inp.min(y, axis=(1, 2)), inp.max(y, axis=1),
                 inp.min(y, axis=2))
     want = ik.jit(model, strategy="reference")(x)
-    assert_contract(strategy.name, ik.jit(model, strategy=strategy.name)(x), want)
+    # a strategy folding in its own order (native compiling this small graph as one C
+    # program) keeps every value and NaN, with NaN payloads of its own
+    assert_contract(strategy.name, ik.jit(model, strategy=strategy.name)(x), want,
+                    graph=ik.jit(model).lower(x).graph)
 
 
 @pytest.mark.parametrize("tables", [False, True], ids=["closed-form", "tables"])

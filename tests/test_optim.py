@@ -35,6 +35,8 @@ import pytest
 
 import isokernel
 from isokernel import optim
+from isokernel.backends.numerics import NATIVE_ULP_BOUND
+from isokernel.ir import Op
 
 jax = pytest.importorskip("jax", minversion="0.10.1",
                           reason="optax comparisons need jax 0.10.1 or later, and optax")
@@ -202,15 +204,20 @@ def _mask(params):
 
 
 COSINE = {f"sgd_{k}" for k in SCHEDULES if "cosine" in k}
+POW = {"adamw_decay_schedule", "adam_exponential"} | {f"sgd_{k}" for k in SCHEDULES
+                                                     if "exponential" in k}
+"""Schedules calling ``pow``: ``native`` calls the C library's (ulp-bounded) where it
+compiles the step as one C program, NumPy's where it runs the op by the reference rules."""
 DYADIC = {"clip_adam"}  # the global norm's sum order is XLA's own: see test_clip_random
 
 
-def _assert_same(ours, theirs, name, cosine=False):
+def _assert_same(ours, theirs, name, cosine=False, rtol=1e-12):
+    """Bit for bit, or (``cosine``) within ``rtol`` of the norm."""
     for step, (a, b) in enumerate(zip(ours, theirs)):
         for x, y in zip(a, b):
             if cosine:
                 scale = max(np.linalg.norm(y), 1.0)
-                assert np.max(np.abs(x - y)) <= 1e-12 * scale, (name, step)
+                assert np.max(np.abs(x - y)) <= rtol * scale, (name, step)
             else:
                 assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), (
                     f"{name}: step {step + 1} differs from optax by "
@@ -228,8 +235,12 @@ def test_eager_matches_optax(name):
 def test_jit_matches_optax(strategy):
     for name, ours in _jit_runs(strategy).items():
         dyadic = name in DYADIC
+        powf = strategy == "native" and name in POW
+        # the float32 schedule within native's pow bound (NATIVE_ULP_BOUND ulp of 2**-23
+        # relative) moves a step by that fraction of lr * |g| (lr <= 0.1, |g| <= 10 here)
+        bound = NATIVE_ULP_BOUND[Op.POW] * 2.0 ** -23 * 0.1 * 10
         _assert_same(ours, _optax_run(name, dyadic), f"{name} on {strategy}",
-                     cosine=name in COSINE)
+                     cosine=name in COSINE or powf, rtol=bound if powf else 1e-12)
 
 
 def test_clip_random_gradients_within_sum_order():

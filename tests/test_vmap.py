@@ -134,8 +134,10 @@ def test_batched_padding_value():
 def test_jit_of_vmap_and_vmap_of_jit():
     f = lambda x: inp.sum(inp.sin(x) * x)  # noqa: E731
     want = np.sum(np.sin(XS) * XS, axis=(1, 2))
-    np.testing.assert_array_equal(ik.jit(ik.vmap(f))(XS), want)
-    np.testing.assert_array_equal(ik.vmap(ik.jit(f))(XS), want)
+    # the default strategy sums in NumPy's order, or its own fixed one (and calls libm's
+    # sin) where it compiles the graph as one C program: n·eps-bounded
+    np.testing.assert_allclose(ik.jit(ik.vmap(f))(XS), want, rtol=1e-13)
+    np.testing.assert_allclose(ik.vmap(ik.jit(f))(XS), want, rtol=1e-13)
     graph = ik.jit(ik.vmap(f)).lower(XS).graph
     ik.verify(graph)
     assert {n.aval.shape for n in graph.nodes if n.op is Op.SIN} == {(5, 3, 4)}

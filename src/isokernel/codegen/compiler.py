@@ -38,7 +38,7 @@ from ..ir import BackendUnavailableError
 from . import cache
 
 CANDIDATES = ("cc", "gcc", "clang")
-BASE_FLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno")
+BASE_FLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd")
 CONTRACT_FLAGS = {False: "-ffp-contract=off", True: "-ffp-contract=fast"}
 NO_COMPILER = ("no C compiler found (looked for cc, gcc, clang on PATH; set ISOKERNEL_CC to "
                "use another)")

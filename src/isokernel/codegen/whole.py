@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Graph, Node, Op, dtypes
+from ..ir import Graph, Node, Op, dtypes, subgraphs
 from ..ir.ops import ELEMENTWISE, REDUCE, TABLE
 from .c_expr import C_EXPR, CTYPE, HOST_HELPERS, UTYPE, Ctx, literal, table_data
 from .emit import called_helpers, expression, library_calls, prelude
@@ -49,7 +49,13 @@ from .host import HEADER, simd_declarations
 
 COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
 POINTWISE = ELEMENTWISE | TABLE
-OPS = POINTWISE | REDUCE | COPIES | {Op.RESHAPE, Op.CONCATENATE, Op.PAD, Op.DOT_GENERAL}
+CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.COND, Op.CHECKPOINT})
+"""Region nodes written as C control flow around their bodies' code: ``scan``
+a counted loop, ``while`` (one predicate for the whole carry) a loop on it,
+``cond`` an if/else chain on the clamped index, ``checkpoint`` its body once;
+their results are read by ``get`` nodes."""
+OPS = (POINTWISE | REDUCE | COPIES | CONTROL
+       | {Op.RESHAPE, Op.CONCATENATE, Op.PAD, Op.DOT_GENERAL, Op.GET})
 """The ops ``emit_whole`` writes (an op's dtype may still have no C form:
 ``unsupported`` says)."""
 ALIGN = 64  # bytes: every buffer of the arena starts on a cache line
@@ -101,14 +107,33 @@ def unsupported(node: Node) -> str | None:
     """Why ``emit_whole`` cannot write ``node``, or None."""
     if node.op in (Op.INPUT, Op.CONST):
         return None if node.dtype in DTYPES else f"dtype {node.dtype}"
-    if node.op not in OPS or node.several:
+    if node.op not in OPS or (node.several and node.op not in CONTROL):
         return "no C form in a whole-graph function"
-    if any(x.dtype not in DTYPES for x in (node, *node.inputs)):
-        return f"dtype {node.dtype}"
+    if node.op is Op.GET:
+        return None  # its control-flow node answers
+    if any(a.dtype not in DTYPES for a in (*node.avals, *(x.aval for x in node.inputs))):
+        return f"dtype {node.avals[0].dtype}"
+    if node.op in CONTROL:
+        return _control_unsupported(node)
     if node.op in POINTWISE and expression(node, ["x"] * len(node.inputs), host=True) is None:
         return f"no exact C expression at {node.inputs[0].dtype}"
     if node.op is Op.PAD and min((*node.attrs["lo"], *node.attrs["hi"])) < 0:
         return "negative padding"
+    return None
+
+
+def _control_unsupported(node: Node) -> str | None:
+    """Why a control-flow node has no C form here: a predicate per lane, or
+    a node of one of its bodies (named)."""
+    if node.op is Op.WHILE and node.attrs["cond"].graph.outputs[0].aval.ndim:
+        return "a predicate per lane (the staged plan runs it)"
+    if node.op is Op.COND and node.inputs[0].dtype in dtypes.FLOATS:
+        return "a floating-point branch index"
+    for name, sub in subgraphs(node):
+        for inner in sub.graph.nodes:
+            why = unsupported(inner)
+            if why is not None:
+                return f"in its body {name!r}: {inner.op.value}: {why}"
     return None
 
 
@@ -120,25 +145,32 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
         if why is not None:
             where = f" at {node.where}" if node.where else ""
             raise WholeUnsupported(f"{node.op.value}{where}: {why}")
-    consts = tuple(n for n in graph.nodes if n.op is Op.CONST)
-    views = _views(graph)
-    names, lines, scratch = _Arena(graph, consts, views).layout()
-    reads = {x: _Read(names[v.source], v.strides, v.offset) for x, v in views.items()}
-    for node in graph.nodes:
-        if node not in views:
-            reads[node] = _Read(names[node], _strides(node.shape), 0)
-    blocks = []
-    for node in graph.nodes:
-        if node.op not in (Op.INPUT, Op.CONST) and node not in views:
-            blocks.append(["    {", *_restricted(node, names[node], reads), "    }"])
-    first = len(graph.inputs) + len(consts) + 1
+    consts = tuple(dict.fromkeys(_every_const(graph)))
+    n_in = len(graph.inputs)
+    lines = [f"    {CTYPE[x.dtype]} *in{k} = ({CTYPE[x.dtype]} *)args[{k}];"
+             for k, x in enumerate(graph.inputs)]
+    lines += [f"    {CTYPE[x.dtype]} *c{k} = ({CTYPE[x.dtype]} *)args[{n_in + k}];"
+              for k, x in enumerate(consts)]
+    lines.append(f"    char *scratch = (char *)args[{n_in + len(consts)}];")
+    given = {x: _Read(f"in{k}", _strides(x.shape), 0) for k, x in enumerate(graph.inputs)}
+    first = n_in + len(consts) + 1
+    direct = _direct_outputs(graph)
+    lines += [f"    {CTYPE[x.dtype]} *out{k} = ({CTYPE[x.dtype]} *)args[{first + k}];"
+              for x, k in direct.items()]
+    scope = _Scope(graph, given, {x: f"out{k}" for x, k in direct.items()},
+                   {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0)
+    blocks, declared, scratch = scope.emit(top=True)
+    lines += declared
+    reads = scope.reads
     for k, x in enumerate(graph.outputs):
+        if direct.get(x) == k:
+            continue
         ctype = CTYPE[x.dtype]
         blocks.append(["    {", f"        {ctype} *o = ({ctype} *)args[{first + k}];",
                        *_copy(x.shape, "o", reads[x]), "    }"])
     parts = _parts(function, blocks, lines)
     text = "\n".join(parts)
-    tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in graph.nodes
+    tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in _every_node(graph)
                            if n.op in TABLE)
     calls = [f"    {function}_part0(args);"]
     for k in range(1, len(parts)):
@@ -156,14 +188,64 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
         "    isk_stop_flag = flag;",
         *calls,
         "    return isk_fpe();\n}\n"])
-    work = sum(iterations(node) for node in graph.nodes if node.op not in (Op.INPUT, Op.CONST))
+    work = sum(iterations(node) for node in graph.nodes)
+    loops = any(node.op in CONTROL for node in graph.nodes)
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
-                        scratch, work >= WATCHED_WORK)
+                        scratch, loops or work >= WATCHED_WORK)
+
+
+def arena_bytes(graph: Graph) -> int | None:
+    """The bytes of the arena ``emit_whole`` lays out for ``graph`` (its
+    static peak), or None where it cannot write the graph."""
+    if any(unsupported(node) is not None for node in graph.nodes):
+        return None
+    given = {x: _Read(f"in{k}", _strides(x.shape), 0) for k, x in enumerate(graph.inputs)}
+    consts = {x: f"c{k}" for k, x in enumerate(dict.fromkeys(_every_const(graph)))}
+    forced = {x: f"out{k}" for x, k in _direct_outputs(graph).items()}
+    return _Scope(graph, given, forced, consts, "v", 0).emit(top=True)[2]
+
+
+def _direct_outputs(graph: Graph) -> dict[Node, int]:
+    """The outputs computed straight into the caller's output arrays (output
+    position by node): each computed value the first time it appears among
+    the outputs; the others (inputs, constants, views, repeats) are copied
+    out at the end."""
+    direct: dict[Node, int] = {}
+    for k, x in enumerate(graph.outputs):
+        if x.op not in (Op.INPUT, Op.CONST) and x.op not in COPIES and x.op is not Op.RESHAPE \
+                and not x.several and x not in direct:
+            direct[x] = k
+    return direct
+
+
+def _every_node(graph: Graph):
+    """The nodes of ``graph`` and of every body inside it."""
+    for node in graph.nodes:
+        yield node
+        for _, sub in subgraphs(node):
+            yield from _every_node(sub.graph)
+
+
+def _every_const(graph: Graph):
+    return (n for n in _every_node(graph) if n.op is Op.CONST)
+
+
+WHILE_GUESS = 100
+"""Steps a ``while`` is assumed to take where its work is estimated."""
 
 
 def iterations(node: Node) -> int:
     """About how many loop iterations ``node`` takes: its elements, or the
-    elements it reads (a reduction), or its products (``dot_general``)."""
+    elements it reads (a reduction), or its products (``dot_general``); a
+    control-flow node its bodies' (a ``scan`` its length times, a ``while``
+    ``WHILE_GUESS`` times, a ``cond`` its largest branch's)."""
+    if node.op in CONTROL:
+        inner = [sum(iterations(n) for n in sub.graph.nodes) for _, sub in subgraphs(node)]
+        if node.op is Op.SCAN:
+            return node.attrs["length"] * inner[0]
+        return WHILE_GUESS * sum(inner) if node.op is Op.WHILE else max(inner)
+    if node.op in (Op.GET, Op.INPUT, Op.CONST) or node.op in COPIES or node.op is Op.RESHAPE:
+        return 0
     if node.op in REDUCE:
         return node.inputs[0].aval.size
     if node.op is Op.DOT_GENERAL:
@@ -186,7 +268,7 @@ def _parts(function: str, blocks: list, declarations: list) -> list[str]:
     parts = []
     for k in range(0, len(blocks), PART_NODES):
         code = [line for block in blocks[k:k + PART_NODES] for line in block]
-        used = set(re.findall(r"\b(?:in|c|v)\d+\b", "\n".join(code)))
+        used = set(re.findall(r"\b(?:in|c|v|out)\d+\b", "\n".join(code)))
         head = [named[n] for n in named if n in used]
         parts.append("\n".join([
             f"static __attribute__((noinline)) void {function}_part{len(parts)}(void **args)",
@@ -225,16 +307,60 @@ def _restricted(node: Node, out: str, reads: dict) -> list[str]:
     return lines + _node_code(node, "o", local)
 
 
-def _views(graph: Graph) -> dict[Node, _View]:
+def _run_code(run: list[Node], stored: dict, reads: dict, views: dict) -> list[str]:
+    """One loop over the shape of a run of elementwise nodes: each computed
+    into a local in graph order, those read after the run (``stored``: node
+    -> buffer name) also written to memory. The same operations and
+    roundings as one loop per node, in one pass over memory."""
+    members = set(run)
+    leaves: dict[Node, int] = {}
+    for node in run:
+        for x in node.inputs:
+            if x not in members:
+                leaves.setdefault(x, len(leaves))
+    lines = [f"        const {CTYPE[y.dtype]} *restrict r{k} = {reads[y].name};"
+             for y, k in leaves.items()]
+    outs = {node: f"o{j}" for j, node in enumerate(n for n in run if n in stored)}
+    lines += [f"        {CTYPE[n.dtype]} *restrict {o} = {stored[n]};" for n, o in outs.items()]
+    shape = run[0].shape
+    arrays = [(_strides(shape), 0)] + [(reads[y].strides, reads[y].offset) for y in leaves]
+
+    def statement(ix):
+        value = {y: f"r{k}[{ix[1 + k]}]" for y, k in leaves.items()}
+        body = []
+        for j, node in enumerate(run):
+            expr = _run_expression(node, [value[x] for x in node.inputs], views)
+            body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
+            value[node] = f"t{j}"
+            if node in outs:
+                body.append(f"{outs[node]}[{ix[0]}] = t{j};")
+        return "{ " + " ".join(body) + " }"
+    return lines + _nest(shape, arrays, statement, simd=True)
+
+
+def _run_expression(node: Node, operands: list[str], views: dict) -> str:
+    """``node``'s C expression in a fused run: an integer floordiv or rem by
+    a constant power of two as a shift or mask (``_power_of_two_divisor``)."""
+    if node.op in (Op.FLOORDIV, Op.REM) and node.dtype not in dtypes.FLOATS:
+        k = _power_of_two_divisor(node, views)
+        ctype = CTYPE[node.dtype]
+        if node.op is Op.FLOORDIV:
+            return f"({ctype})({operands[0]} >> {k})"
+        return f"({ctype})({operands[0]} & ({ctype}){(1 << k) - 1})"
+    return expression(node, operands, host=True)
+
+
+def _views(graph: Graph, seeds: dict) -> dict[Node, _View]:
     """Broadcasts, transposes, slices and reversals of any value, and
     reshapes of values read in C order, as strided reads of the buffer they
-    come from; everything else gets a buffer of its own."""
+    come from; everything else gets a buffer of its own. ``seeds``: how the
+    graph's given inputs are read (a body's carries, steps and captures)."""
     views: dict[Node, _View] = {}
     for node in graph.nodes:
         if node.op not in COPIES and node.op is not Op.RESHAPE:
             continue
         x = node.inputs[0]
-        seen = views.get(x, _View(x, _strides(x.shape), 0))
+        seen = views.get(x) or seeds.get(x) or _View(x, _strides(x.shape), 0)
         if node.op is Op.RESHAPE:
             if seen.strides == _strides(x.shape) or x.aval.size <= 1:
                 views[node] = _View(seen.source, _strides(node.shape), seen.offset)
@@ -252,55 +378,343 @@ def _copy(shape, out: str, read: _Read) -> list[str]:
 
 # --- the arena ----------------------------------------------------------------------------
 
-class _Arena:
-    """Offsets for every node with a buffer: a buffer is taken back after
-    the last node that reads it (or a view of it) and handed to the next
-    node of the same byte size; outputs are kept to the end."""
+class _Scope:
+    """The code of one graph, the program's or a body inside a control-flow
+    node: a buffer for every value that is not a view, laid out in an arena
+    from byte ``origin`` of the scratch (a body's arena lies in its node's
+    temporary), a buffer taken back after the last node that reads it (or a
+    view of it) and handed to the next node of the same byte size, outputs
+    kept to the end. ``given``: how the graph's inputs are read; ``forced``:
+    buffers named from outside (a body's outputs written straight into a
+    loop's next carry or its row of stacked outputs); ``consts``: the
+    program's names of the constants; ``prefix``: of the buffers' names."""
 
-    def __init__(self, graph: Graph, consts: tuple, views: dict):
-        self.graph, self.consts, self.views = graph, consts, views
-        self.offsets: dict[Node, tuple[int, int]] = {}
+    def __init__(self, graph: Graph, given: dict, forced: dict, consts: dict, prefix: str,
+                 origin: int):
+        self.graph, self.given, self.consts = graph, given, consts
+        self.prefix, self.origin = prefix, origin
+        self.views = _views(graph, {x: _View(x, r.strides, r.offset) for x, r in given.items()})
+        self.names = {x: r.name for x, r in given.items()}
+        self.names.update({x: consts[x] for x in graph.nodes if x.op is Op.CONST})
+        self.names.update(forced)
+        self.reads: dict[Node, _Read] = {}
+
+    def emit(self, top: bool = False) -> tuple[list[list[str]], list[str], int]:
+        """The nodes' code blocks, the buffers' declarations and the arena's
+        bytes."""
+        graph, views, names = self.graph, self.views, self.names
         root = {x: v.source for x, v in views.items()}
         order = {node: i for i, node in enumerate(graph.nodes)}
-        self.last: dict[Node, int] = {}
+        runs = self._runs()
+        at = dict(order)  # where a node's reads happen: a run's members' at its last
+        for run in runs:
+            for node in run:
+                at[node] = order[run[-1]]
+        member = {node: run for run in runs for node in run}
+        last: dict[Node, int] = {}
+        gets: dict[Node, list[Node]] = {}
+        users: dict[Node, set] = {}
         for node in graph.nodes:
+            for x in node.inputs:
+                users.setdefault(x, set()).add(node)
+            if node.op is Op.GET:  # a result of its control node, which has no buffer
+                gets.setdefault(node.inputs[0], []).append(node)
+                continue
             if node in views:
                 continue
             for x in node.inputs:
                 r = root.get(x, x)
-                self.last[r] = max(self.last.get(r, -1), order[node])
+                last[r] = max(last.get(r, -1), at[node])
         for x in graph.outputs:
-            self.last[root.get(x, x)] = len(graph.nodes)
-        self.root = root
-
-    def layout(self) -> tuple[dict, list[str], int]:
-        names, lines = {}, []
-        n_in = len(self.graph.inputs)
-        for k, x in enumerate(self.graph.inputs):
-            names[x] = f"in{k}"
-            lines.append(f"    {CTYPE[x.dtype]} *in{k} = ({CTYPE[x.dtype]} *)args[{k}];")
-        for k, x in enumerate(self.consts):
-            names[x] = f"c{k}"
-            lines.append(f"    {CTYPE[x.dtype]} *c{k} = ({CTYPE[x.dtype]} *)args[{n_in + k}];")
-        lines.append(f"    char *scratch = (char *)args[{n_in + len(self.consts)}];")
+            last[root.get(x, x)] = len(graph.nodes)
+        outputs = set(graph.outputs)
+        # a run's member is stored when something outside the run reads it
+        loose = {node for run in runs if len(run) > 1 for node in run
+                 if node not in outputs and node not in names
+                 and users.get(node, set()) <= set(member[node])}
+        dies: dict[int, list[Node]] = {}
+        for x, i in last.items():
+            dies.setdefault(i, []).append(x)
         free: dict[int, list[int]] = {}
-        top = 0
-        for i, node in enumerate(self.graph.nodes):
-            if node in names or node in self.views:
-                continue
-            ctype = CTYPE[node.dtype]
-            names[node] = f"v{i}"
+        offsets: dict[Node, tuple[int, int]] = {}
+        temps: dict[Node, tuple[int, int]] = {}
+        declared: list[str] = []
+        top_ = 0
+
+        def take(size: int) -> int:
+            nonlocal top_
+            if free.get(size):
+                return free[size].pop()
+            offset, top_ = top_, top_ + size
+            return offset
+
+        def own(node: Node) -> None:
+            ctype, name = CTYPE[node.dtype], f"{self.prefix}{order[node]}"
             size = _aligned(node.aval.size * node.dtype.itemsize)
-            offset = free[size].pop() if free.get(size) else None
-            if offset is None:
-                offset, top = top, top + size
-            lines.append(f"    {ctype} *v{i} = ({ctype} *)(scratch + {offset});")
-            self.offsets[node] = (offset, size)
-            for x in {self.root.get(x, x) for x in node.inputs}:
-                if self.last.get(x) == i and x in self.offsets:
-                    offset, size = self.offsets[x]
-                    free.setdefault(size, []).append(offset)
-        return names, lines, max(top, ALIGN)
+            offset = take(size)
+            names[node] = name
+            offsets[node] = (offset, size)
+            declared.append(f"    {ctype} *{name} = ({ctype} *)(scratch + "
+                            f"{self.origin + offset});")
+
+        for i, node in enumerate(graph.nodes):
+            skip = node in names or node in views or node.op is Op.GET or node in loose
+            if not skip and node.op in CONTROL:
+                for g in gets.get(node, []):
+                    if g not in names:
+                        own(g)
+                size = _aligned(self._control(node, 0, probe=True)[1])
+                temps[node] = offsets[node] = (take(size), size)
+            elif not skip:
+                own(node)
+            for x in [x for x in dies.get(i, ()) if x in offsets] + \
+                    ([node] if node in temps else []):
+                offset, size = offsets.pop(x)  # taken back once
+                free.setdefault(size, []).append(offset)
+        for x, v in views.items():
+            self.reads[x] = _Read(names[v.source], v.strides, v.offset)
+        for node in graph.nodes:
+            if node in self.reads or node.several or node in loose:
+                continue
+            self.reads[node] = self.given.get(node) or _Read(names[node], _strides(node.shape), 0)
+        blocks = []
+        for node in graph.nodes:
+            if node.op in (Op.INPUT, Op.CONST, Op.GET) or node in views:
+                continue
+            run = member.get(node)
+            if node.op in CONTROL:
+                lines, _ = self._control(node, self.origin + temps[node][0])
+                blocks.append(["    {", *lines, "    }"])
+            elif run is not None and len(run) > 1:
+                if node is run[-1]:
+                    stored = {n: names[n] for n in run if n not in loose}
+                    blocks.append(["    {", *_run_code(run, stored, self.reads, views),
+                                   "    }"])
+            else:
+                blocks.append(["    {", *_restricted(node, names[node], self.reads), "    }"])
+        return blocks, declared, max(top_, ALIGN) if top else top_
+
+    def _runs(self) -> list[list[Node]]:
+        """Runs of elementwise nodes of one shape, each computed in one loop
+        at the place of its last member (``_run_code``). Runs of different
+        shapes may be open at once. An elementwise node joins the open run
+        of its shape unless it reads a member of it through a view (whose
+        elements sit elsewhere in the loop); a node that reads members of
+        other open runs closes them (they run before it), and a node that
+        is not elementwise closes the runs it reads."""
+        runs: list[list[Node]] = []
+        open_: dict[tuple, list[Node]] = {}
+        owner: dict[Node, tuple] = {}  # member -> its run's shape, while open
+        root = {x: v.source for x, v in self.views.items()}
+        for node in self.graph.nodes:
+            if node.op in (Op.INPUT, Op.CONST, Op.GET) or node in self.views:
+                continue
+            read = {owner[r] for r in (root.get(x, x) for x in node.inputs) if r in owner}
+            viewed = {owner[root[x]] for x in node.inputs if x in self.views and root[x] in owner}
+            fusible = _fusible(node, self.views)
+            joins = fusible and node.shape in open_ and node.shape not in viewed
+            for shape in read - ({node.shape} if joins else set()):
+                for member in open_.pop(shape):
+                    del owner[member]
+            if not fusible:
+                continue
+            if joins:
+                open_[node.shape].append(node)
+            else:
+                for member in open_.pop(node.shape, []):
+                    del owner[member]
+                open_[node.shape] = [node]
+                runs.append(open_[node.shape])
+            owner[node] = node.shape
+        return runs
+
+    def _control(self, node: Node, origin: int, probe: bool = False) -> tuple[list[str], int]:
+        """The C of a control-flow node and the bytes of its temporary (its
+        next carries, results nobody reads, its bodies' arenas), laid out
+        from ``origin``. ``probe``: only the size is wanted (the operands'
+        buffers may not be named yet)."""
+        tag = f"{self.prefix}{self.graph.index(node)}"
+        operands = [self._operand(x, probe) for x in node.inputs]
+        results = {g.attrs["index"]: self.names.get(g, "?") for g in self.graph.nodes
+                   if g.op is Op.GET and g.inputs[0] is node}
+        return _ControlWriter(self, node, tag, operands, results, origin).write()
+
+    def _operand(self, x: Node, probe: bool) -> _Read:
+        if x in self.views:
+            v = self.views[x]
+            return _Read(self.names.get(v.source, "?"), v.strides, v.offset)
+        if x in self.given:
+            return self.given[x]
+        return _Read(self.names.get(x, "?"), _strides(x.shape), 0)
+
+
+def _fusible(node: Node, views: dict) -> bool:
+    """Elementwise, and without branches that would keep a fused loop from
+    vectorizing: integer division and remainder test their divisor, unless
+    it is a constant power of two (``_power_of_two_divisor``)."""
+    if node.op not in ELEMENTWISE:
+        return False
+    if node.op in (Op.FLOORDIV, Op.REM) and node.dtype not in dtypes.FLOATS:
+        return _power_of_two_divisor(node, views) is not None
+    return True
+
+
+def _power_of_two_divisor(node: Node, views: dict) -> int | None:
+    """``k`` where ``node`` (an integer floordiv or rem) divides by the
+    constant ``2**k`` (k >= 0; every element, through broadcasts); else None.
+    Then ``a // 2**k`` is ``a >> k`` and ``a % 2**k`` is ``a & (2**k - 1)``,
+    exactly, for every int64 ``a`` (floor division, two's complement)."""
+    b = node.inputs[1]
+    source = views[b].source if b in views else b
+    if source.op is not Op.CONST or node.dtype not in (dtypes.int32, dtypes.int64):
+        return None
+    values = np.unique(np.asarray(source.attrs["value"].value))
+    if values.size != 1 or values[0] < 1 or int(values[0]) & (int(values[0]) - 1):
+        return None
+    return int(values[0]).bit_length() - 1
+
+
+class _ControlWriter:
+    """Writes one control-flow node of a ``_Scope``: its results in the GET
+    nodes' buffers (or its temporary), a loop's carry in two buffers that
+    swap after every step (the body writes its next carry straight into the
+    other), its bodies as nested ``_Scope``s."""
+
+    def __init__(self, scope: _Scope, node: Node, tag: str, operands: list, results: dict,
+                 origin: int):
+        self.scope, self.node, self.tag, self.operands = scope, node, tag, operands
+        self.origin, self.top, self.inner, self.lines = origin, 0, 0, []
+        self.results = []
+        for j, aval in enumerate(node.avals):
+            name = results.get(j)
+            if name is None:
+                name = self.buffer(f"{tag}_r{j}", aval)
+            self.results.append(name)
+
+    def buffer(self, name: str, aval) -> str:
+        ctype = CTYPE[aval.dtype]
+        self.lines.append(f"        {ctype} *{name} = ({ctype} *)(scratch + "
+                          f"{self.origin + self.top});")
+        self.top += _aligned(aval.size * aval.dtype.itemsize)
+        return name
+
+    def write(self) -> tuple[list[str], int]:
+        op = self.node.op
+        if op is Op.SCAN:
+            body = self._scan()
+        elif op is Op.WHILE:
+            body = self._while()
+        else:
+            body = self._branches()
+        return self.lines + body, self.top + self.inner
+
+    def body(self, graph: Graph, given: list, outs: list[str], suffix: str) -> list[str]:
+        """``graph``'s code in a block: inputs read as ``given``, each output
+        written to the buffer named in ``outs`` (straight, where the output
+        is a value of its own the first time it appears, else copied)."""
+        forced, copies = {}, []
+        plain = {n for n in graph.nodes if n.op not in (Op.INPUT, Op.CONST, Op.GET)
+                 and n.op not in CONTROL and n.op not in COPIES and n.op is not Op.RESHAPE}
+        for x, name in zip(graph.outputs, outs):
+            if x in plain and x not in forced:
+                forced[x] = name
+            else:
+                copies.append((x, name))
+        scope = _Scope(graph, dict(zip(graph.inputs, given)), forced, self.scope.consts,
+                       f"{self.tag}{suffix}_", self.origin + self.top)
+        blocks, declared, size = scope.emit()
+        self.inner = max(self.inner, size)
+        code = ["        {", *declared, *[line for block in blocks for line in block]]
+        for x, name in copies:
+            code += _copy(x.shape, name, scope.reads[x])
+        return code + ["        }"]
+
+    def _carries(self, n: int) -> tuple[list[str], list[str]]:
+        """The results' first values and the two buffers of each carry."""
+        avals, lines = self.node.avals[:n], []
+        nxt = [self.buffer(f"{self.tag}_b{j}", a) for j, a in enumerate(avals)]
+        for j, a in enumerate(avals):
+            lines += _copy(a.shape, self.results[j], self.operands[j])
+            ctype = CTYPE[a.dtype]
+            lines += [f"        {ctype} *{self.tag}_cur{j} = {self.results[j]};",
+                      f"        {ctype} *{self.tag}_nxt{j} = {nxt[j]};"]
+        return lines, [f"{self.tag}_cur{j}" for j in range(n)]
+
+    def _swap_and_finish(self, n: int) -> tuple[list[str], list[str]]:
+        swap, finish = [], []
+        for j, a in enumerate(self.node.avals[:n]):
+            ctype, cur, nxt = CTYPE[a.dtype], f"{self.tag}_cur{j}", f"{self.tag}_nxt{j}"
+            swap.append(f"            {{ {ctype} *t = {cur}; {cur} = {nxt}; {nxt} = t; }}")
+            finish.append(f"        if ({cur} != {self.results[j]}) memcpy({self.results[j]}, "
+                          f"{cur}, {a.size * a.dtype.itemsize});")
+        return swap, finish
+
+    def _scan(self) -> list[str]:
+        a = self.node.attrs
+        n, nx, length, tag = a["n_carry"], a["n_xs"], a["length"], self.tag
+        body = a["body"].graph
+        head, cur = self._carries(n)
+        step = f"{tag}_s"
+        given = [_Read(c, _strides(x.shape), 0) for c, x in zip(cur, body.inputs)]
+        slots = []
+        for k in range(nx):
+            r, x = self.operands[n + k], self.node.inputs[n + k]
+            ctype = CTYPE[x.dtype]
+            slots.append(f"            const {ctype} *{tag}_x{k} = {r.name} + {r.offset} + "
+                         f"{step} * {r.strides[0]};")
+            given.append(_Read(f"{tag}_x{k}", r.strides[1:], 0))
+        given += self.operands[n + nx:]
+        outs = [f"{tag}_nxt{j}" for j in range(n)]
+        for k, aval in enumerate(self.node.avals[n:]):
+            ctype, row = CTYPE[aval.dtype], math.prod(aval.shape[1:])
+            slots.append(f"            {ctype} *{tag}_y{k} = {self.results[n + k]} + "
+                         f"{step} * {row};")
+            outs.append(f"{tag}_y{k}")
+        code = self.body(body, given, outs, "")
+        swap, finish = self._swap_and_finish(n)
+        first = f"{length - 1} - {tag}_t" if a["reverse"] else f"{tag}_t"
+        return head + [
+            f"        for (int64_t {tag}_t = 0; {tag}_t < {length}; {tag}_t++) {{",
+            f"            const int64_t {step} = {first};",
+            "            if (ISK_STOPPED(isk_stop_flag))",
+            "                return;",
+            *slots, *code, *swap, "        }", *finish]
+
+    def _while(self) -> list[str]:
+        a = self.node.attrs
+        n, tag = a["n_carry"], self.tag
+        cond, body = a["cond"].graph, a["body"].graph
+        head, cur = self._carries(n)
+        given = [_Read(c, _strides(x.shape), 0) for c, x in zip(cur, body.inputs)]
+        given += self.operands[n:]
+        holder = self.buffer(f"{tag}_go", cond.outputs[0].aval)  # the predicate
+        pred = self.body(cond, given, [holder], "c")
+        code = self.body(body, given, [f"{tag}_nxt{j}" for j in range(n)], "")
+        swap, finish = self._swap_and_finish(n)
+        return head + [
+            "        for (;;) {",
+            "            if (ISK_STOPPED(isk_stop_flag))",
+            "                return;",
+            *pred,
+            f"            if (!{holder}[0])",
+            "                break;",
+            *code, *swap, "        }", *finish]
+
+    def _branches(self) -> list[str]:
+        node = self.node
+        if node.op is Op.CHECKPOINT:
+            return self.body(node.attrs["body"].graph, self.operands, self.results, "")
+        branches = node.attrs["branches"]
+        index = self.operands[0]
+        last = len(branches) - 1
+        raw = f"{index.name}[{index.offset}]"
+        lines = [f"        const int64_t {self.tag}_k = {raw} <= 0 ? 0 : {raw} >= {last} ? "
+                 f"{last} : (int64_t){raw};"]
+        for k, sub in enumerate(branches):
+            test = "if" if k == 0 else "else if"
+            lines += [f"        {test} ({self.tag}_k == {k})",
+                      *self.body(sub.graph, self.operands[1:], self.results, f"k{k}")]
+        return lines
 
 
 def _aligned(size: int) -> int:
@@ -318,12 +732,14 @@ def _strides(shape) -> list[int]:
     return out[::-1]
 
 
-def _nest(shape, arrays: list[tuple[list[int], int]], statement) -> list[str]:
+def _nest(shape, arrays: list[tuple[list[int], int]], statement, simd: bool = False
+          ) -> list[str]:
     """Loops over ``shape`` (size-1 axes dropped, adjacent axes merged where
     every array's strides allow); ``arrays``: per array its element strides
     over ``shape`` and its base offset. ``statement(indices)`` gets each
     array's index expression and returns the loop body. A nest of at least
-    ``POLL_WORK`` iterations reads the stop flag (``_poll_level``)."""
+    ``POLL_WORK`` iterations reads the stop flag (``_poll_level``). ``simd``:
+    the innermost loop is marked ``omp simd`` (its iterations independent)."""
     dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
     merged: list[tuple[int, list[int]]] = []
     for n, strides in dims:
@@ -340,11 +756,12 @@ def _nest(shape, arrays: list[tuple[list[int], int]], statement) -> list[str]:
     sizes = [n for n, _ in merged]
     poll = _poll_level(sizes)
     if poll is None:
-        return _loops(sizes, None, 1, "        ", statement(indices))
-    return _halting_block(_loops(sizes, *poll, "            ", statement(indices)))
+        return _loops(sizes, None, 1, "        ", statement(indices), simd)
+    return _halting_block(_loops(sizes, *poll, "            ", statement(indices), simd))
 
 
-def _loops(sizes: list[int], level: int | None, every: int, pad: str, body: str) -> list[str]:
+def _loops(sizes: list[int], level: int | None, every: int, pad: str, body: str,
+           simd: bool = False) -> list[str]:
     """The loops of ``_nest``; at ``level`` (and above) the loops also end
     once ``halt`` is set, which that level sets every ``every`` iterations
     when the call was stopped; a ``level`` that is the innermost loop runs
@@ -368,7 +785,7 @@ def _loops(sizes: list[int], level: int | None, every: int, pad: str, body: str)
             pad += "    "
             continue
         if last and (not isinstance(n, int) or n >= VECTOR_LOOP):
-            lines.append("#pragma GCC unroll 1")
+            lines.append("#pragma omp simd" if simd else "#pragma GCC unroll 1")
         lines.append(f"{pad}for (int64_t i{d} = {start}; i{d} < {n}{go}; i{d}++)")
         pad += "    "
     return lines + [pad + body] + ends[::-1]

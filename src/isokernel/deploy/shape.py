@@ -46,6 +46,7 @@ from .. import codegen
 from ..backends import get_strategy, static_liveness
 from ..backends.liveness import Liveness, format_bytes, staged_liveness
 from ..codegen.pixel import partition, pixel_count
+from ..codegen.whole import arena_bytes
 from ..ir import Graph, Node
 
 
@@ -118,6 +119,24 @@ def _staged(graph: Graph, rows: _Rows, kind: str, copies: bool) -> tuple[int, in
     return _affine(lambda nbytes: staged_liveness(part, nbytes, copies), rows)
 
 
+def _arena(graph: Graph, rows: _Rows, fixed: int, per: int, basis: str) -> tuple:
+    """The arena model: the whole emitter's own layout (``codegen.whole``:
+    values by liveness, fused elementwise runs without buffers, outputs
+    written in place) where it can write the graph, split between the fixed
+    and per-pixel terms in the eager walk's proportion, and the graph's
+    constants; else the eager walk. Plus the outputs."""
+    out_fixed, out_per = _outputs(graph, rows)
+    laid_out = arena_bytes(graph)
+    if laid_out is not None:
+        total = fixed + per * (rows.pixels or 0)
+        per = laid_out * per // total if total and rows.pixels else 0
+        fixed = laid_out - per * (rows.pixels or 0) + sum(c.nbytes for c in graph.consts())
+        basis = (f"arena: the whole-program emitter's layout, {format_bytes(laid_out)} "
+                 f"(values by liveness, fused elementwise runs without buffers), + the "
+                 f"outputs")
+    return fixed + out_fixed, per + out_per, basis
+
+
 def _outputs(graph: Graph, rows: _Rows) -> tuple[int, int]:
     return rows.split(dict.fromkeys(graph.outputs))
 
@@ -155,8 +174,7 @@ def memory_shape(graph: Graph, strategy: str, workers: int = 1) -> MemoryShape:
     basis = BASIS[kind].format(live=live)
     scratch = 0
     if kind == "arena":
-        out_fixed, out_per = _outputs(graph, rows)
-        fixed, per = fixed + out_fixed, per + out_per
+        fixed, per, basis = _arena(graph, rows, fixed, per, basis)
     if kind == "tiled":
         per_row = max(_eager(graph, rows)[1] - _marshal(graph, rows), 0)
         tile = model.tile_rows(per_row, workers)

@@ -36,6 +36,7 @@ from ..capsules import Capsule, NumericalPolicy, register
 from ..numerics import NATIVE_ULP_BOUND
 from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
+from .contraction import is_sliceable
 from .fpe import replay_errors, watched_flags
 from .numpy_rules import NUMPY_PROVIDER
 from .pool import SLICE_ROWS, interruptible, resolve_workers, run_tasks, split, sub_slices
@@ -81,17 +82,23 @@ staged plan (BLAS through NumPy)."""
 def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
     """Why ``native`` does not compile ``graph`` as one C program
     (``codegen.whole``), or None when it does: a graph that is one row
-    region over every pixel keeps its parallel kernel; row regions over more
-    than ``INLINE_ROWS`` pixels keep the pool; a node the whole emitter has
+    region over every pixel keeps its parallel kernel; row regions and
+    contractions batched over more than ``INLINE_ROWS`` pixels that hold at
+    least half the work (loop iterations, ``codegen.whole.iterations``) keep
+    the pool; a node the whole emitter has
     no C form for, FMA contraction, deterministic (tree) reductions and
     reductions or contractions too large for its fixed sequential order keep
     the staged plan."""
     regions = [s for s in part.stages if isinstance(s, RowRegion)]
     if regions and len(part.stages) == 1:
         return "the graph is one row region: its kernel runs over the pixel rows"
-    if regions and part.pixels > INLINE_ROWS:
-        return (f"row regions over {part.pixels} pixels (> {INLINE_ROWS}) run in parallel "
-                f"on the pool")
+    if part.pixels > INLINE_ROWS:
+        pooled = [n for r in regions for n in r.nodes] + [
+            n for n in graph.nodes if n.op is Op.DOT_GENERAL and is_sliceable(n, part.pixels)]
+        if pooled and 2 * sum(map(whole_iterations, pooled)) >= sum(
+                map(whole_iterations, graph.nodes)):
+            return (f"row regions and contractions batched over {part.pixels} pixels "
+                    f"(> {INLINE_ROWS}), most of the work, run in parallel on the pool")
     if options.get("fma"):
         return "fma=True: only the row-region kernels are compiled with contraction"
     if options.get("reductions", "reference") != "reference":

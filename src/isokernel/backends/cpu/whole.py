@@ -105,14 +105,15 @@ class WholeExecutable(ExecutableBase):
             else:
                 status = self._fn(args, None)
         if status and status & watched_flags():
-            self._diagnose(ins)
+            self._diagnose(arrays)
         return tuple(outs)
 
-    def _diagnose(self, ins: list) -> None:
-        """NumPy's warnings or FloatingPointError, from the reference rules."""
+    def _diagnose(self, arrays: Sequence) -> None:
+        """NumPy's warnings or FloatingPointError, from the reference rules
+        (on the caller's arrays: ``ascontiguousarray`` makes 0-d ones 1-d)."""
         if self._reference is None:
             self._reference = ReferenceExecutable(self.plan)
-        self._reference.call_flat(ins)
+        self._reference.call_flat(list(arrays))
 
     def source(self) -> str:
         return self.program.source

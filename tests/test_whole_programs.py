@@ -1,0 +1,224 @@
+"""The whole-program emitter on programs with control flow and fused runs
+(under ``native-whole``, which always uses it, and under the default
+strategy where ``native`` picks it).
+
+``native`` compiles a graph it can write as one C program (``native-whole``
+always does): top-level ``scan``, ``while`` (one predicate), ``cond`` and
+``checkpoint`` become C loops and branches around the bodies' code, a loop's
+carry lives in two buffers that swap after every step, and runs of
+elementwise ops of one shape are one loop with their intermediates in
+locals. Programs of IEEE basic operations keep the reference's bits; a
+reduction or contraction folds in the fixed sequential order (n·eps of the
+reference). Each case here checks the bits or the bound against the
+reference and that the program was compiled whole (no op run by NumPy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import isokernel as ik
+import isokernel.numpy as inp
+from isokernel.backends import get_strategy
+from isokernel.codegen import whole as emitter
+
+_REASON = get_strategy("native").unavailable_reason()
+pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"native: {_REASON}")
+
+
+def compiled_whole(f, *args, strategy="native-whole"):
+    """``f`` under ``strategy`` (the default one: ``auto``), checked to be one
+    C program."""
+    compiled = ik.jit(f, **({"strategy": strategy} if strategy else {})).lower(*args).compile()
+    program = dict(compiled.report().extra)["program"]
+    assert program.startswith("the whole graph as one C function"), program
+    return compiled
+
+
+def same_bits(got, want) -> None:
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert g.tobytes() == w.tobytes(), np.max(np.abs(g - w))
+
+
+def _leaves(x):
+    return [np.asarray(v) for v in (x if isinstance(x, tuple) else (x,))]
+
+
+def check(f, *args, strategy="native-whole"):
+    """``strategy`` compiles ``f`` whole and gives the reference's bits."""
+    got = compiled_whole(f, *args, strategy=strategy)(*args)
+    same_bits(got, ik.jit(f, strategy="reference")(*args))
+    return got
+
+
+# --------------------------------------------------------------------- loops
+
+def heat(u0, steps=7):
+    def step(_, u):
+        interior = u[1:-1] + 0.25 * (u[2:] - 2.0 * u[1:-1] + u[:-2])
+        return inp.concatenate([u[:1], interior, u[-1:]])
+    return ik.fori_loop(0, steps, step, u0)
+
+
+def test_a_stencil_in_fori_loop_is_one_c_loop_with_the_reference_bits():
+    check(heat, np.sin(np.linspace(0.0, 3.0, 301)), strategy=None)  # what auto picks
+    check(lambda u: heat(u, 0), np.linspace(0.0, 1.0, 9))  # no step: the input's copy
+
+
+def test_scan_carries_steps_and_stacked_outputs_forward_and_reversed():
+    def f(c0, xs):
+        def body(c, x):
+            a, b = c
+            return (b * 0.5 + x, a - x[::-1]), a * b  # a swap through the carry
+        return ik.scan(body, (c0, c0 + 1.0), xs)
+
+    def g(c0, xs):
+        return ik.scan(lambda c, x: (c * 1.5 - x, c), c0, xs, reverse=True)
+    xs = np.linspace(-1.0, 1.0, 20).reshape(5, 4)
+    check(f, np.arange(4.0), xs)
+    check(g, np.arange(4.0), xs)
+
+
+def test_a_carry_passed_through_unchanged_and_an_output_twice():
+    def f(x):
+        out = ik.fori_loop(0, 4, lambda i, c: (c[1], c[0] * 2.0, c[2]), (x, x + 1.0, x * 3.0))
+        return out[0], out[1], out[2], out[0]
+    check(f, np.linspace(0.0, 1.0, 6))
+
+
+def test_while_with_one_predicate_runs_until_it_fails():
+    def f(x):
+        return ik.while_loop(lambda c: c[0] < 9, lambda c: (c[0] + 2, inp.sqrt(c[1]) + 1.0),
+                             (0, x))
+    check(f, np.linspace(1.0, 4.0, 7))
+    check(lambda x: ik.while_loop(lambda c: c > 10.0, lambda c: c * 2.0, x), np.float64(3.0))
+
+
+def test_nested_loops_and_a_cond_inside_a_loop():
+    def f(x):
+        def outer(i, c):
+            inner = ik.fori_loop(0, 3, lambda j, d: d * 0.5 + 1.0, c)
+            return ik.cond(i % 2 == 0, lambda v: v - 1.0, lambda v: v + 2.0, inner)
+        return ik.fori_loop(0, 5, outer, x)
+    check(f, np.linspace(0.0, 1.0, 10))
+
+
+@pytest.mark.parametrize("index", [-3, 0, 1, 2, 7])
+def test_switch_takes_the_clamped_branch(index):
+    def f(i, x):
+        return ik.switch(i, [lambda v: v * 2.0, lambda v: v - 1.0, lambda v: -v], x)
+    check(f, np.int32(index), np.linspace(0.0, 1.0, 5))
+
+
+def test_checkpoint_runs_its_body_once():
+    f = ik.checkpoint(lambda x: inp.sin(x) * x + 1.0)
+    x = np.linspace(0.0, 1.0, 33)
+    got = compiled_whole(f, x)(x)
+    np.testing.assert_allclose(got, ik.jit(f, strategy="reference")(x), rtol=1e-15)
+
+
+def test_gradient_through_a_stencil_loop_is_one_program():
+    def energy(u0):
+        u = heat(u0, 5)
+        return inp.sum(u * u)
+    u0 = np.sin(np.linspace(0.0, 3.0, 64))
+    got = compiled_whole(ik.grad(energy), u0, strategy=None)(u0)
+    want = ik.jit(ik.grad(energy), strategy="reference")(u0)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.max(np.abs(want)))
+
+
+def test_a_krylov_solve_is_one_program_within_its_tolerance():
+    def laplacian(u):
+        p = inp.pad(u, ((1, 1), (1, 1)))
+        return 4.0 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+
+    def solve(b):
+        return ik.linalg.cg(laplacian, b, tol=1e-10)[0]
+    b = np.sin(np.arange(256.0)).reshape(16, 16)
+    x = compiled_whole(solve, b, strategy=None)(b)
+    assert np.max(np.abs(np.asarray(laplacian(x)) - b)) <= 1e-8 * np.max(np.abs(b))
+
+
+# ---------------------------------------------------------------- fused runs
+
+def test_a_run_with_shared_values_a_flip_and_a_broadcast_scalar():
+    """Values read twice stay in locals; a member read through a reversal
+    starts a new loop (its elements sit elsewhere); a scalar chain feeding
+    the run through a broadcast runs before it."""
+    def f(x, s):
+        t = s * 2.0 + 1.0
+        a = x * t
+        b = a * a - x
+        c = b[::-1] + a
+        return c * c, b
+    check(f, np.linspace(-1.0, 1.0, 50), np.float64(0.75))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_division_by_a_power_of_two_constant_is_a_shift_with_numpys_floor(dtype):
+    def f(x):
+        return x // 8, x % 16, (x * 3) // 1, x // 6, x % 7
+    x = np.arange(-50, 50, dtype=dtype) * 7919
+    check(f, x)
+    source = compiled_whole(f, x).executable.source()
+    assert ">> 3)" in source and "& (" in source  # the shift and the mask in the fused loop
+
+
+def test_outputs_are_written_in_place_and_copied_where_they_must_be():
+    def f(x):
+        y = x * 2.0
+        return y, x, y[::2], y
+    got = check(f, np.linspace(0.0, 1.0, 8))
+    assert not np.shares_memory(got[0], got[3])
+    # y is computed straight into the first output: the arena is its one-line minimum
+    assert emitter.arena_bytes(ik.jit(f).lower(np.ones(8)).graph) == emitter.ALIGN
+
+
+def test_a_long_elementwise_chain_needs_no_intermediate_buffer():
+    """Only the tiled input (a reshape of a broadcast: copied) has a buffer;
+    the 60 ops are one loop into the output."""
+    def f(x):
+        y = inp.tile(x, 50_000)
+        for i in range(60):
+            y = inp.sin(y) if i % 3 == 0 else (y * 1.0001 if i % 3 == 1 else y + 0.5)
+        return y
+    x = np.array([0.1, 0.2])
+    assert emitter.arena_bytes(ik.jit(f).lower(x).graph) == 8 * 100_000
+    got = compiled_whole(f, x, strategy=None)(x)
+    np.testing.assert_allclose(got, ik.jit(f, strategy="reference")(x), rtol=1e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["add", "mul", "flip", "sub", "max", "half", "shift"]),
+                min_size=1, max_size=12),
+       st.integers(1, 40), st.integers(0, 6))
+def test_random_elementwise_loops_keep_the_reference_bits(ops, n, steps):
+    """Random bodies of IEEE basic ops and layout ops in a ``fori_loop``:
+    bit for bit the reference's."""
+    def body(i, c):
+        x, y = c
+        for op in ops:
+            if op == "add":
+                x = x + y
+            elif op == "mul":
+                y = y * 0.75 + x
+            elif op == "flip":
+                x = x[::-1]
+            elif op == "sub":
+                y = x - y
+            elif op == "max":
+                x = inp.maximum(x, y * 0.5)
+            elif op == "half":
+                y = y * 0.5
+            else:
+                x = inp.concatenate([x[1:], x[:1]])
+        return x, y
+
+    def f(x, y):
+        x, y = ik.fori_loop(0, steps, body, (x, y))
+        return x + y, x * y, x - 1.0, y  # buffers laid out after the loop's
+    x, y = np.linspace(-1.0, 1.0, n), np.cos(np.arange(n, dtype=np.float64))
+    check(f, x, y)

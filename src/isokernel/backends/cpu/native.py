@@ -1,14 +1,32 @@
-"""The ``native`` strategy: each row region of the graph as generated C,
-compiled by the system C compiler and called through ctypes over slices of
-the pixel axis on the shared thread pool (ctypes releases the GIL).
+"""The ``native`` strategy: the graph as generated C, compiled by the system
+C compiler and called through ctypes, in one of two plans (``whole_reason``
+chooses, the report's ``program`` line says which and why):
+
+- *one C program* (``codegen.whole``, on the calling thread): every node a
+  loop nest over an arena, runs of elementwise ops fused into one loop,
+  top-level loops and branches as C control flow around their bodies, so a
+  training step, a time-stepping stencil or a Krylov solve is one call.
+  Taken when nothing keeps the graph staged (below);
+- *staged*: each row region as a kernel called over slices of the pixel axis
+  on the shared thread pool (ctypes releases the GIL), the other ops whole
+  by the reference rules. Taken for a graph that is one row region, for row
+  regions (and contractions batched over pixels) over more than
+  ``INLINE_ROWS`` pixels that hold most of the work, and for graphs with an
+  op the whole emitter has no form for (linear-algebra primitives, a loop
+  with a predicate per lane), FMA contraction or tree reductions.
 
 Contract: bit-identical to ``reference`` for IEEE basic operations (+ − × ÷
 sqrt, casts, comparisons, selects, min/max, floor/ceil/rint/trunc,
-floor_divide/remainder, small reductions); transcendentals call the C math
-library and stay within the ulp bound measured against the reference and
-stated in each capsule. ``fma=True`` lets the compiler fuse ``a*b + c``
-into FMA: faster, different bits, recorded in the capsules and the report.
-Ops the emitter has no exact C form for run whole by the reference rules.
+floor_divide/remainder, small reductions in row regions); transcendentals
+call the C math library and stay within the ulp bound measured against the
+reference and stated in each capsule. In a graph compiled as one C program,
+reductions and contractions fold in a fixed sequential order (row-major over
+the reduced indices, from NumPy's identity, no FMA): the same bits on every
+call and worker count, within ``n·eps·Σ|terms|`` of the reference's
+pairwise or BLAS order, and max/min folds make their own NaN payloads.
+``fma=True`` lets the compiler fuse ``a*b + c`` into FMA: faster, different
+bits, recorded in the capsules and the report. Ops the emitter has no exact
+C form for run whole by the reference rules.
 
 Floating-point errors follow the caller's ``np.errstate`` as on the
 reference: every kernel call returns the flags its rows raised (``host``);
@@ -409,7 +427,9 @@ def _register_capsules() -> None:
 _register_capsules()
 
 
-CONTRACT = "bit-identical to reference for IEEE basic ops; transcendentals ulp-bounded"
+CONTRACT = ("bit-identical to reference for IEEE basic ops; transcendentals ulp-bounded; "
+            "a graph compiled as one C program folds reductions and contractions in a fixed "
+            "sequential order (n*eps-bounded against reference)")
 
 SPEC = register_strategy(StrategySpec(
     name="native", device="cpu", contract=CONTRACT,

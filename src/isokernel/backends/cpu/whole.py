@@ -1,7 +1,10 @@
 """The ``native-whole`` strategy: the whole graph as one generated C
 function (``codegen.whole``), compiled by the system C compiler and called
 once per call through ctypes, with every intermediate in an arena allocated
-once per executable and reused by every call.
+once per executable and reused by every call. This is ``native``'s
+one-program plan, which ``native`` (and so ``auto``) takes wherever it can
+and pays; ``native-whole`` asks for it by name, and refuses a graph it cannot
+write instead of staging it.
 
 For the small graphs of a training step, where the other CPU strategies pay
 Python's and NumPy's few microseconds per node for hundreds of nodes over a
@@ -16,8 +19,11 @@ IEEE basic operations; transcendentals call the C math library within
 reduced or contracted indices, no FMA) that is not NumPy's pairwise or
 BLAS's order, so their results differ from the reference within
 ``n·eps·Σ|terms|`` and are the same bits on every call and every machine
-with the same compiler. Not for graphs with control flow, linear-algebra
-primitives or other ops without a C form: planning names them.
+with the same compiler. Control flow at the top level (``scan``, ``while``
+with one predicate, ``cond``, ``checkpoint``) is C loops and branches with
+the bodies' bits as above. Not for loops with a predicate per lane,
+linear-algebra primitives or other ops without a C form: the error names
+them.
 
 Floating-point errors follow the caller's ``np.errstate``: the function
 returns the flags it raised, and when one the error state watches was

@@ -108,7 +108,8 @@ def test_reductions_fold_in_row_major_order(axes):
                 inp.min(v, axis=axes))
 
     got = whole(f)(x)
-    want = (sequential_fold(x, axes, np.add, 0.0),
+    trailing = axes in ((2,), (0, 1, 2))  # NumPy's pairwise sum: np.sum's bits
+    want = (np.sum(x, axis=axes) if trailing else sequential_fold(x, axes, np.add, 0.0),
             sequential_fold(x / 3.0, axes, np.multiply, 1.0),
             sequential_fold(x, axes, np.maximum, -np.inf),
             sequential_fold(x, axes, np.minimum, np.inf))
@@ -116,14 +117,22 @@ def test_reductions_fold_in_row_major_order(axes):
         assert same_bits(a, b)
 
 
-def test_the_fold_is_not_numpys_pairwise_sum():
-    """The oracle above can tell the orders apart: on 4096 values the
-    sequential sum differs from NumPy's pairwise one, and ours is the former."""
-    x = rng(3).normal(size=4096) * 1e3
-    got = whole(lambda v: inp.sum(v))(x)
-    assert same_bits(got, sequential_fold(x, (0,), np.add, 0.0))
-    assert not same_bits(got, np.sum(x))
-    assert abs(float(got) - float(np.sum(x))) <= 4096 * np.finfo(float).eps * np.abs(x).sum()
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_trailing_sum_is_numpys_pairwise_sum(dtype):
+    """A float sum over trailing axes read as one run is NumPy's pairwise
+    sum (np.sum's bits on a C-contiguous operand, rows of every length class:
+    < 8, <= 128, recursive); the oracle can tell it from the sequential fold,
+    which a sum over a leading axis keeps."""
+    g = rng(3)
+    for n in (5, 8, 127, 129, 4096, 100_003):
+        x = (g.normal(size=n) * 1e3).astype(dtype)
+        assert same_bits(whole(lambda v: inp.sum(v))(x), np.sum(x)), n
+    x = (g.normal(size=4096) * 1e3).astype(dtype)
+    assert not same_bits(sequential_fold(x, (0,), np.add, 0.0), np.sum(x))
+    m = (g.normal(size=(3, 200, 5)) * 1e3).astype(dtype)
+    assert same_bits(whole(lambda v: inp.sum(v, axis=(1, 2)))(m), np.sum(m, axis=(1, 2)))
+    column = whole(lambda v: inp.sum(v, axis=0))(m[:, :, 0].T.copy())
+    assert same_bits(column, sequential_fold(m[:, :, 0].T.copy(), (0,), np.add, 0.0))
 
 
 def test_sums_start_from_numpys_identity():
@@ -277,7 +286,7 @@ def test_nests_that_read_the_stop_flag_keep_their_bits():
 
     def f(x, m, a, b):
         y = x * 1.5 - 0.25  # one loop of 3 POLL_WORK iterations: strips
-        s = inp.sum(m * m, axis=1)  # 700 x 300: polled in the outer loop
+        s = inp.sum(m * m, axis=1)  # 700 pairwise sums of 300: polled between them
         return y, s, a @ b  # 101 x 300 by 300 x 45: blocks and a remainder
 
     g = rng(9)
@@ -288,7 +297,7 @@ def test_nests_that_read_the_stop_flag_keep_their_bits():
     program = jitted.lower(x, m, a, b).compile().executable.program
     assert program.source.count("halt = 1;") >= 5 and program.polls
     assert same_bits(y, reference(f)(x, m, a, b)[0])
-    assert same_bits(s, sequential_fold(m * m, (1,), np.add, 0.0))
+    assert same_bits(s, np.sum(m * m, axis=1))  # NumPy's pairwise order
     assert same_bits(p, sequential_contraction(a, b, (1,), (0,)))
     small = whole(lambda v: inp.tanh(v @ v.T) * 2.0)
     v = g.normal(size=(16, 16))

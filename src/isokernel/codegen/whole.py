@@ -180,6 +180,7 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
         HEADER.format(kernel=function, graph=graph.name, block=1),
         simd_declarations(library_calls(text)) if vector_math else "",
         prelude(called_helpers(text, HOST_HELPERS), host=True),
+        *pairwise_helpers(text),
         *tables,
         text,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
@@ -732,14 +733,16 @@ def _strides(shape) -> list[int]:
     return out[::-1]
 
 
-def _nest(shape, arrays: list[tuple[list[int], int]], statement, simd: bool = False
-          ) -> list[str]:
+def _nest(shape, arrays: list[tuple[list[int], int]], statement, simd: bool = False,
+          inner: int = 1) -> list[str]:
     """Loops over ``shape`` (size-1 axes dropped, adjacent axes merged where
     every array's strides allow); ``arrays``: per array its element strides
     over ``shape`` and its base offset. ``statement(indices)`` gets each
     array's index expression and returns the loop body. A nest of at least
     ``POLL_WORK`` iterations reads the stop flag (``_poll_level``). ``simd``:
-    the innermost loop is marked ``omp simd`` (its iterations independent)."""
+    the innermost loop is marked ``omp simd`` (its iterations independent).
+    ``inner``: iterations each statement takes (a call of a loop), counted
+    when choosing where to read the stop flag."""
     dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
     merged: list[tuple[int, list[int]]] = []
     for n, strides in dims:
@@ -754,7 +757,9 @@ def _nest(shape, arrays: list[tuple[list[int], int]], statement, simd: bool = Fa
                   if strides[k]]
         indices.append(" + ".join(terms) or "0")
     sizes = [n for n, _ in merged]
-    poll = _poll_level(sizes)
+    poll = _poll_level(sizes + [inner])
+    if poll is not None and poll[0] == len(sizes):  # a statement alone holds more
+        poll = (len(sizes) - 1, 1) if sizes else None
     if poll is None:
         return _loops(sizes, None, 1, "        ", statement(indices), simd)
     return _halting_block(_loops(sizes, *poll, "            ", statement(indices), simd))
@@ -903,11 +908,86 @@ def _wrapped(op: str, dt) -> str:
     return f"({CTYPE[dt]})(({u}){{acc}} {op} ({u}){{v}})"
 
 
+PAIRWISE_BLOCK = 128
+PAIRWISE = """static {t} isk_pairwise_sum_{s}(const {t} *a, int64_t n, int64_t step)
+{{  /* NumPy's pairwise summation (loops_utils.h.src), the same order and roundings */
+    if (n < 8) {{
+        {t} res = -0.0;
+        for (int64_t i = 0; i < n; i++)
+            res = res + a[i * step];
+        return res;
+    }}
+    if (n <= {block}) {{
+        {t} r[8];
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j * step];
+        int64_t i = 8;
+        if (step == 1)  /* the same sums, written so that they vectorize */
+            for (; i < n - n % 8; i += 8)
+                for (int j = 0; j < 8; j++)
+                    r[j] = r[j] + a[i + j];
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] = r[j] + a[(i + j) * step];
+        {t} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res = res + a[i * step];
+        return res;
+    }}
+    int64_t half = n / 2;
+    half -= half % 8;
+    return isk_pairwise_sum_{s}(a, half, step) +
+           isk_pairwise_sum_{s}(a + half * step, n - half, step);
+}}
+"""
+"""NumPy's pairwise sum in C, per float type (``_pairwise_run``)."""
+
+
+def pairwise_helpers(text: str) -> list[str]:
+    """The pairwise-sum helpers ``text`` calls."""
+    return [PAIRWISE.format(t=CTYPE[dt], s=str(dt), block=PAIRWISE_BLOCK)
+            for dt in (dtypes.float32, dtypes.float64) if f"isk_pairwise_sum_{dt}(" in text]
+
+
+def _pairwise_run(node: Node, x: _Read) -> tuple[int, int] | None:
+    """``(n, step)`` where ``node`` is a float sum whose reduced axes are the
+    trailing ones and are read as one strided run of ``n`` elements per
+    output (their strides merge); else None. Such a sum is NumPy's pairwise
+    sum of that run added to ``+0.0``: the bits of ``np.sum`` on a
+    C-contiguous operand."""
+    shape, axes = node.inputs[0].shape, sorted(node.attrs["axes"])
+    if node.op is not Op.REDUCE_SUM or node.dtype not in dtypes.FLOATS or not axes:
+        return None
+    if axes != list(range(len(shape) - len(axes), len(shape))):
+        return None
+    n, step = 1, None
+    for d in reversed(axes):
+        if shape[d] == 1:
+            continue
+        if step is not None and x.strides[d] != step * n:
+            return None
+        step = x.strides[d] if step is None else step
+        n *= shape[d]
+    return n, step if step is not None else 1
+
+
 def _reduce(node: Node, out: str, x: _Read) -> list[str]:
     """Each output starts at the fold's first value; the operand is then
-    walked in its row-major order (each output's elements in order)."""
+    walked in its row-major order (each output's elements in order). A float
+    sum over trailing axes read as one run per output is NumPy's pairwise
+    sum of the run instead (``_pairwise_run``)."""
     shape = node.inputs[0].shape
     axes = set(node.attrs["axes"])
+    run = _pairwise_run(node, x)
+    if run is not None:
+        n, step = run
+        zero = literal(0.0, node.dtype)
+        outer = [d for d in range(len(shape)) if d not in axes]
+        return _nest([shape[d] for d in outer],
+                     [(_strides([shape[d] for d in outer]), 0),
+                      ([x.strides[d] for d in outer], x.offset)],
+                     lambda ix: f"{out}[{ix[0]}] = {zero} + isk_pairwise_sum_{node.dtype}("
+                                f"{x.name} + {ix[1]}, {n}, {step});", inner=n)
     first, combine = _fold(node)
     lines = [f"        for (int64_t k = 0; k < {node.aval.size}; k++) {out}[k] = {first};"]
     kept = iter(_strides(node.shape))

@@ -79,7 +79,7 @@ class WholeExecutable(ExecutableBase):
             self.program = emit_whole(self.graph, f"isk_{stem}_whole", self.compiler.vector_math)
         except WholeUnsupported as err:
             raise BackendUnavailableError(UNSUPPORTED.format(what=err)) from None
-        library, self.built = codegen.build(self.program.source, False)
+        library, self.built = codegen.build(self.program.source, False, program=True)
         self._fn = getattr(library, self.program.function)
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag
         self._fn.restype = ctypes.c_uint32
@@ -131,7 +131,7 @@ class WholeExecutable(ExecutableBase):
         built = f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})"
         return [("program", "the whole graph as one C function on the calling thread; "
                             "reductions and contractions in a fixed sequential order"),
-                ("compiler", f"{cc.name} {' '.join(cc.flags(False))}"),
+                ("compiler", f"{cc.name} {' '.join(cc.flags(False, program=True))}"),
                 ("fma", "off (-ffp-contract=off)"),
                 ("mathlib", mathlib),
                 ("kernel", built),

@@ -222,3 +222,21 @@ def test_random_elementwise_loops_keep_the_reference_bits(ops, n, steps):
         return x + y, x * y, x - 1.0, y  # buffers laid out after the loop's
     x, y = np.linspace(-1.0, 1.0, n), np.cos(np.arange(n, dtype=np.float64))
     check(f, x, y)
+
+
+def test_a_long_fused_run_splits_over_threads_with_the_same_bits():
+    """A run of at least PARALLEL_MIN elements along one axis is a function of
+    its own, called over slices by the program's workers; each element is
+    computed alone, so every worker count gives the same bits."""
+    import isokernel.random as rnd
+    n = emitter.PARALLEL_MIN + 12_345
+    draw = lambda k: rnd.normal(k, (n,))  # noqa: E731
+    key = rnd.key(7)
+    one = ik.jit(draw, strategy="native", workers=1)
+    compiled = ik.jit(draw, strategy="native", workers=3).lower(key).compile()
+    assert compiled.executable.program.parallel
+    assert "split over 3 threads" in dict(compiled.report().extra)["program"]
+    assert "isk_parallel(isk_run0, &context" in compiled.source()
+    same_bits(compiled(key), one(key))
+    small = ik.jit(lambda k: rnd.normal(k, (1000,)), strategy="native").lower(key).compile()
+    assert not small.executable.program.parallel

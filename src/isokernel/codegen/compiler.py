@@ -81,7 +81,8 @@ class Compiler:
         its complete unrolling there, ``PROGRAM_FLAGS_GCC``)."""
         arch = ("-march=native",) if self.native_arch else ()
         tuned = PROGRAM_FLAGS_GCC if program and "clang" not in self.version.lower() else ()
-        return (*BASE_FLAGS, *arch, CONTRACT_FLAGS[bool(contract)], *tuned)
+        threads = ("-pthread",) if program else ()  # long fused runs split over threads
+        return (*BASE_FLAGS, *arch, CONTRACT_FLAGS[bool(contract)], *threads, *tuned)
 
     def libraries(self) -> tuple[str, ...]:
         return ("-lmvec", "-lm") if self.vector_math else ("-lm",)

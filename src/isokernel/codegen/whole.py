@@ -93,7 +93,8 @@ class WholeProgram:
     inputs, constants, the arena (``scratch`` bytes, ``ALIGN``-aligned),
     outputs; ``stop`` the call's stop flag or NULL. ``polls``: a program of
     at least ``WATCHED_WORK`` iterations, whose calls a Ctrl-C should reach
-    (``backends.cpu.pool.interruptible``)."""
+    (``backends.cpu.pool.interruptible``). ``parallel``: fused runs long
+    enough to split over threads (``PARALLEL``)."""
     source: str
     function: str
     inputs: tuple[Node, ...]
@@ -101,6 +102,7 @@ class WholeProgram:
     outputs: tuple[Node, ...]
     scratch: int
     polls: bool = False
+    parallel: bool = False  # runs split over workers: ``{function}_workers(n)`` sets them
 
 
 def unsupported(node: Node) -> str | None:
@@ -157,8 +159,9 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     direct = _direct_outputs(graph)
     lines += [f"    {CTYPE[x.dtype]} *out{k} = ({CTYPE[x.dtype]} *)args[{first + k}];"
               for x, k in direct.items()]
+    outlined: list[str] = []
     scope = _Scope(graph, given, {x: f"out{k}" for x, k in direct.items()},
-                   {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0)
+                   {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0, outlined)
     blocks, declared, scratch = scope.emit(top=True)
     lines += declared
     reads = scope.reads
@@ -178,10 +181,12 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
                   f"    {function}_part{k}(args);"]
     source = "\n".join([
         HEADER.format(kernel=function, graph=graph.name, block=1),
-        simd_declarations(library_calls(text)) if vector_math else "",
-        prelude(called_helpers(text, HOST_HELPERS), host=True),
+        simd_declarations(library_calls(text + "\n".join(outlined))) if vector_math else "",
+        prelude(called_helpers(text + "\n".join(outlined), HOST_HELPERS), host=True),
         *pairwise_helpers(text),
         *tables,
+        PARALLEL.format(function=function, minimum=PARALLEL_MIN) if outlined else "",
+        *outlined,
         text,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
         "    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);",
@@ -192,7 +197,7 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     work = sum(iterations(node) for node in graph.nodes)
     loops = any(node.op in CONTROL for node in graph.nodes)
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
-                        scratch, loops or work >= WATCHED_WORK)
+                        scratch, loops or work >= WATCHED_WORK, bool(outlined))
 
 
 def arena_bytes(graph: Graph) -> int | None:
@@ -308,7 +313,8 @@ def _restricted(node: Node, out: str, reads: dict) -> list[str]:
     return lines + _node_code(node, "o", local)
 
 
-def _run_code(run: list[Node], stored: dict, reads: dict, views: dict) -> list[str]:
+def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
+              outlined: list | None = None) -> list[str]:
     """One loop over the shape of a run of elementwise nodes: each computed
     into a local in graph order, those read after the run (``stored``: node
     -> buffer name) also written to memory. The same operations and
@@ -336,7 +342,45 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict) -> list[s
             if node in outs:
                 body.append(f"{outs[node]}[{ix[0]}] = t{j};")
         return "{ " + " ".join(body) + " }"
-    return lines + _nest(shape, arrays, statement, simd=True)
+    flat = _flat(shape, arrays)
+    if outlined is None or flat is None or math.prod(shape) < PARALLEL_MIN:
+        return lines + _nest(shape, arrays, statement, simd=True)
+    # one merged axis, long enough: a function of its own, run over slices in parallel
+    name = f"isk_run{len(outlined)}"
+    fields = [(f"r{k}", f"const {CTYPE[y.dtype]} *") for y, k in leaves.items()]
+    fields += [(o, f"{CTYPE[n.dtype]} *") for n, o in outs.items()]
+    indices = [" + ".join([str(base)] * bool(base) + [_term("i0", step)] * bool(step)) or "0"
+               for step, base in flat]
+    outlined.append("\n".join([
+        f"struct {name}_ctx {{ {' '.join(f'{t}{f};' for f, t in fields)} }};",
+        f"static void {name}(const void *context, int64_t begin, int64_t end)",
+        "{",
+        f"    const struct {name}_ctx *c = (const struct {name}_ctx *)context;",
+        *[f"    {t.replace('*', '*restrict ')}{f} = c->{f};" for f, t in fields],
+        "#pragma omp simd",
+        "    for (int64_t i0 = begin; i0 < end; i0++)",
+        f"        {statement(indices)}",
+        "}"]))
+    members = ", ".join(f for f, _ in fields)
+    return lines + [f"        const struct {name}_ctx context = {{ {members} }};",
+                    f"        isk_parallel({name}, &context, {math.prod(shape)});",
+                    "        if (ISK_STOPPED(isk_stop_flag))",
+                    "            return;"]
+
+
+def _flat(shape, arrays) -> list[tuple[int, int]] | None:
+    """Per array ``(stride, base)`` where the nest over ``shape`` merges into
+    one axis for every array (``_nest``'s merging); else None."""
+    dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for n, strides in dims:
+        if merged and all(p == q * n for p, q in zip(merged[-1][1], strides)):
+            merged[-1] = (merged[-1][0] * n, strides)
+        else:
+            merged.append((n, strides))
+    if len(merged) != 1:
+        return None
+    return [(step, base) for step, (_, base) in zip(merged[0][1], arrays)]
 
 
 def _run_expression(node: Node, operands: list[str], views: dict) -> str:
@@ -391,8 +435,9 @@ class _Scope:
     program's names of the constants; ``prefix``: of the buffers' names."""
 
     def __init__(self, graph: Graph, given: dict, forced: dict, consts: dict, prefix: str,
-                 origin: int):
+                 origin: int, outlined: list | None = None):
         self.graph, self.given, self.consts = graph, given, consts
+        self.outlined = outlined  # the program's run functions (None: runs stay inline)
         self.prefix, self.origin = prefix, origin
         self.views = _views(graph, {x: _View(x, r.strides, r.offset) for x, r in given.items()})
         self.names = {x: r.name for x, r in given.items()}
@@ -489,8 +534,8 @@ class _Scope:
             elif run is not None and len(run) > 1:
                 if node is run[-1]:
                     stored = {n: names[n] for n in run if n not in loose}
-                    blocks.append(["    {", *_run_code(run, stored, self.reads, views),
-                                   "    }"])
+                    blocks.append(["    {", *_run_code(run, stored, self.reads, views,
+                                                           self.outlined), "    }"])
             else:
                 blocks.append(["    {", *_restricted(node, names[node], self.reads), "    }"])
         return blocks, declared, max(top_, ALIGN) if top else top_
@@ -622,7 +667,7 @@ class _ControlWriter:
             else:
                 copies.append((x, name))
         scope = _Scope(graph, dict(zip(graph.inputs, given)), forced, self.scope.consts,
-                       f"{self.tag}{suffix}_", self.origin + self.top)
+                       f"{self.tag}{suffix}_", self.origin + self.top, self.scope.outlined)
         blocks, declared, size = scope.emit()
         self.inner = max(self.inner, size)
         code = ["        {", *declared, *[line for block in blocks for line in block]]
@@ -941,6 +986,59 @@ PAIRWISE = """static {t} isk_pairwise_sum_{s}(const {t} *a, int64_t n, int64_t s
 }}
 """
 """NumPy's pairwise sum in C, per float type (``_pairwise_run``)."""
+
+
+PARALLEL_MIN = 1 << 18
+"""A fused run of at least this many elements, read and written along one
+merged axis, runs split over the program's workers (``PARALLEL``): each
+element is computed alone, so the bits do not depend on the split."""
+PARALLEL = """#include <pthread.h>
+static int isk_workers = 1;  /* set once per executable: {function}_workers */
+void {function}_workers(int n) {{ isk_workers = n < 1 ? 1 : n > 64 ? 64 : n; }}
+typedef struct {{
+    void (*fn)(const void *, int64_t, int64_t);
+    const void *ctx;
+    int64_t begin, end;
+    const int32_t *stop;
+    int fpe;
+}} isk_task;
+static void *isk_task_main(void *p)
+{{
+    isk_task *t = (isk_task *)p;
+    isk_stop_flag = t->stop;
+    feclearexcept(FE_ALL_EXCEPT);
+    t->fn(t->ctx, t->begin, t->end);
+    t->fpe = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+    return NULL;
+}}
+/* fn over [0, n) in isk_workers nearly equal slices: the first on this
+   thread, the others on threads of their own (joined here); their
+   floating-point flags are raised here too. A thread that cannot start
+   leaves its slice to this one. */
+static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void *ctx, int64_t n)
+{{
+    int k = isk_workers;
+    if (k < 2 || n < {minimum})
+        {{ fn(ctx, 0, n); return; }}
+    isk_task tasks[64];
+    pthread_t threads[64];
+    int started[64] = {{0}};
+    for (int w = 0; w < k; w++) {{
+        tasks[w] = (isk_task){{fn, ctx, n * w / k, n * (w + 1) / k, isk_stop_flag, 0}};
+        if (w > 0)
+            started[w] = pthread_create(&threads[w], NULL, isk_task_main, &tasks[w]) == 0;
+    }}
+    fn(ctx, tasks[0].begin, tasks[0].end);
+    for (int w = 1; w < k; w++) {{
+        if (started[w]) {{
+            pthread_join(threads[w], NULL);
+            feraiseexcept(tasks[w].fpe);
+        }} else {{
+            fn(ctx, tasks[w].begin, tasks[w].end);
+        }}
+    }}
+}}
+"""
 
 
 def pairwise_helpers(text: str) -> list[str]:

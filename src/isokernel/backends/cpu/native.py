@@ -159,7 +159,7 @@ def build_native(plan: NodePlan, workers: int | None = None, fma: bool = False,
     staged run of row regions and whole ops."""
     if isinstance(plan, StagedPlan):
         return NativeExecutable(plan, workers, fma, reductions)
-    return WholeExecutable(plan)
+    return WholeExecutable(plan, workers)
 
 
 class NativeExecutable(StagedExecutable):

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import codegen
-from ...codegen.whole import ALIGN, OPS, POINTWISE, WholeUnsupported, emit_whole
+from ...codegen.whole import ALIGN, OPS, PARALLEL_MIN, POINTWISE, WholeUnsupported, emit_whole
 from ...ir import Op
 from ...ir.errors import BackendUnavailableError
 from ...ir.ops import REDUCE, TABLE, TRANSCENDENTAL
@@ -51,7 +51,7 @@ from ..numerics import NATIVE_ULP_BOUND
 from ..planning import NodePlan, Plan, Profile, plan
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .fpe import watched_flags
-from .pool import interruptible
+from .pool import interruptible, resolve_workers
 from .reference import ReferenceExecutable
 
 PROVIDER = "c-whole"
@@ -70,7 +70,10 @@ def whole_plan(graph, profile: Profile) -> NodePlan:
 
 
 class WholeExecutable(ExecutableBase):
-    def __init__(self, plan: Plan):
+    """``workers``: threads a long fused run is split over (default: the CPU
+    budget, as the pool's)."""
+
+    def __init__(self, plan: Plan, workers: int | None = None):
         super().__init__(plan)
         self.graph = plan.graph
         self.compiler = codegen.current_compiler()
@@ -81,6 +84,9 @@ class WholeExecutable(ExecutableBase):
             raise BackendUnavailableError(UNSUPPORTED.format(what=err)) from None
         library, self.built = codegen.build(self.program.source, False, program=True)
         self._fn = getattr(library, self.program.function)
+        self.workers, self.workers_source = resolve_workers(workers)
+        if self.program.parallel:
+            getattr(library, f"{self.program.function}_workers")(ctypes.c_int(self.workers))
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag
         self._fn.restype = ctypes.c_uint32
         self._consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
@@ -129,8 +135,11 @@ class WholeExecutable(ExecutableBase):
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
         built = f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})"
+        runs = (f"; fused runs of >= {PARALLEL_MIN} elements split over {self.workers} "
+                f"threads ({self.workers_source}), the same bits for any split"
+                if self.program.parallel else "")
         return [("program", "the whole graph as one C function on the calling thread; "
-                            "reductions and contractions in a fixed sequential order"),
+                            "reductions and contractions in a fixed sequential order" + runs),
                 ("compiler", f"{cc.name} {' '.join(cc.flags(False, program=True))}"),
                 ("fma", "off (-ffp-contract=off)"),
                 ("mathlib", mathlib),

@@ -240,3 +240,21 @@ def test_a_long_fused_run_splits_over_threads_with_the_same_bits():
     same_bits(compiled(key), one(key))
     small = ik.jit(lambda k: rnd.normal(k, (1000,)), strategy="native").lower(key).compile()
     assert not small.executable.program.parallel
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.lists(st.integers(0, 6), min_size=1, max_size=4),
+       st.floats(-2.0, 2.0))
+def test_pads_in_a_fused_run_keep_the_reference_bits(n, shifts, fill):
+    """Edge pads of one 1-D length summed in one run (a stencil's transpose):
+    the run is cut where each pad's operand starts and ends, each piece a
+    plain loop; the bits are the reference's."""
+    def f(x):
+        total = x[0] * 0.0 + inp.pad(x * 1.5, (3, 3), constant_values=fill)
+        for k, lo in enumerate(shifts):
+            total = total * 0.5 + inp.pad(x * (k + 2.0) - 1.0, (lo, 6 - lo))
+        return total
+    x = np.cos(np.arange(n, dtype=np.float64))
+    check(f, x)
+    # a piece starts where the first pad's operand does: the pads are in the run's loops
+    assert "for (int64_t i0 = 3; i0 < " in compiled_whole(f, x).source()

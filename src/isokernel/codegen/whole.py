@@ -320,6 +320,8 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
     -> buffer name) also written to memory. The same operations and
     roundings as one loop per node, in one pass over memory."""
     members = set(run)
+    if any(node.op is Op.PAD for node in run):
+        return _segments(run, stored, reads, views)
     leaves: dict[Node, int] = {}
     for node in run:
         for x in node.inputs:
@@ -366,6 +368,59 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
                     f"        isk_parallel({name}, &context, {math.prod(shape)});",
                     "        if (ISK_STOPPED(isk_stop_flag))",
                     "            return;"]
+
+
+def _segments(run: list[Node], stored: dict, reads: dict, views: dict) -> list[str]:
+    """A 1-D run holding pads, as one loop per segment between the places
+    where a pad's operand starts or ends: inside a segment each pad is a
+    shifted read of its operand or its padding value, so every loop is a
+    plain vectorizable one (the values and their order are the run's)."""
+    members, n = set(run), run[0].shape[0]
+    names: dict[Node, str] = {}
+    lines = []
+    for node in run:
+        for x in node.inputs:
+            if x not in members and x not in names:
+                names[x] = f"r{len(names)}"
+                lines.append(f"        const {CTYPE[x.dtype]} *restrict {names[x]} = "
+                             f"{reads[x].name};")
+    outs = {node: f"o{j}" for j, node in enumerate(m for m in run if m in stored)}
+    lines += [f"        {CTYPE[m.dtype]} *restrict {o} = {stored[m]};" for m, o in outs.items()]
+    cuts = {0, n}
+    for node in run:
+        if node.op is Op.PAD:
+            lo = node.attrs["lo"][0]
+            cuts |= {min(lo, n), min(lo + node.inputs[0].shape[0], n)}
+    edges = sorted(cuts)
+
+    def read(x: Node, shift: int = 0) -> str:
+        """``x`` at ``i0 - shift`` (a 0-d value: its one element)."""
+        r = reads[x]
+        step = r.strides[0] if x.aval.ndim else 0
+        base = r.offset - shift * step
+        terms = ([str(base)] if base else []) + ([_term("i0", step)] if step else [])
+        return f"{names[x]}[{' + '.join(terms) or '0'}]"
+
+    for a, b in zip(edges, edges[1:]):
+        body = []
+        for j, node in enumerate(run):
+            if node.op is Op.PAD:
+                x, v = node.inputs
+                lo = node.attrs["lo"][0]
+                inside = lo <= a and b <= lo + x.shape[0]
+                value = (f"t{run.index(x)}" if x in members else read(x, lo)) if inside else (
+                    f"t{run.index(v)}" if v in members else read(v))
+                expr = value
+            else:
+                expr = _run_expression(node, [f"t{run.index(x)}" if x in members else read(x)
+                                              for x in node.inputs], views)
+            body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
+            if node in outs:
+                body.append(f"{outs[node]}[i0] = t{j};")
+        lines += ["        if (ISK_STOPPED(isk_stop_flag))", "            return;",
+                  "#pragma omp simd", f"        for (int64_t i0 = {a}; i0 < {b}; i0++)",
+                  "            { " + " ".join(body) + " }"]
+    return lines
 
 
 def _flat(shape, arrays) -> list[tuple[int, int]] | None:
@@ -597,7 +652,13 @@ class _Scope:
 def _fusible(node: Node, views: dict) -> bool:
     """Elementwise, and without branches that would keep a fused loop from
     vectorizing: integer division and remainder test their divisor, unless
-    it is a constant power of two (``_power_of_two_divisor``)."""
+    it is a constant power of two (``_power_of_two_divisor``). A 1-D pad
+    (edges only) joins too: its run is cut where its operand starts and
+    ends (``_segments``)."""
+    if node.op is Op.PAD:
+        a = node.attrs
+        return (node.aval.ndim == 1 and node.shape[0] > 1 and tuple(a["interior"]) == (0,)
+                and min(a["lo"][0], a["hi"][0]) >= 0 and node.inputs[0].shape[0] >= 1)
     if node.op not in ELEMENTWISE:
         return False
     if node.op in (Op.FLOORDIV, Op.REM) and node.dtype not in dtypes.FLOATS:

@@ -258,3 +258,13 @@ def test_pads_in_a_fused_run_keep_the_reference_bits(n, shifts, fill):
     check(f, x)
     # a piece starts where the first pad's operand does: the pads are in the run's loops
     assert "for (int64_t i0 = 3; i0 < " in compiled_whole(f, x).source()
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (1, 5), (4, 1)])
+@pytest.mark.parametrize("widths", [(0, 0), (1, 2), (0, 3), (2, 0)])
+def test_a_pad_writes_its_value_to_the_edges_only(shape, widths):
+    """A pad node (not in a run: N-D) fills only the slabs around its
+    operand, every element once: the reference's bits."""
+    def f(v):
+        return inp.pad(v * 2.0, [widths] * len(shape), constant_values=7.5) + 1.0
+    check(f, np.cos(np.arange(np.prod(shape), dtype=np.float64)).reshape(shape))

@@ -423,6 +423,25 @@ def _segments(run: list[Node], stored: dict, reads: dict, views: dict) -> list[s
     return lines
 
 
+def _edges(node: Node, out: str, value: str) -> list[str]:
+    """``value`` into the edges of a pad without interior padding: per axis
+    ``d``, the slabs before and after the operand along ``d``, inside it along
+    the axes before ``d`` and whole along the axes after (every element
+    outside the operand exactly once)."""
+    x, lo, shape = node.inputs[0], node.attrs["lo"], node.shape
+    so = _strides(shape)
+    lines = []
+    for d in range(len(shape)):
+        for start, stop in ((0, lo[d]), (lo[d] + x.shape[d], shape[d])):
+            if stop <= start:
+                continue
+            box = [x.shape[e] if e < d else (stop - start if e == d else shape[e])
+                   for e in range(len(shape))]
+            base = sum(lo[e] * so[e] for e in range(d)) + start * so[d]
+            lines += _nest(box, [(so, base)], lambda ix: f"{out}[{ix[0]}] = {value};")
+    return lines
+
+
 def _flat(shape, arrays) -> list[tuple[int, int]] | None:
     """Per array ``(stride, base)`` where the nest over ``shape`` merges into
     one axis for every array (``_nest``'s merging); else None."""
@@ -1279,11 +1298,16 @@ def _concatenate(node: Node, out: str, reads: dict) -> list[str]:
 
 
 def _pad(node: Node, out: str, reads: dict) -> list[str]:
+    """The padding value, then the operand copied in. Without interior
+    padding the value goes to the edges only (``_edges``)."""
     x, value = node.inputs
     a, rx, rv = node.attrs, reads[x], reads[value]
     so = _strides(node.shape)
-    lines = [f"        for (int64_t k = 0; k < {node.aval.size}; k++) "
-             f"{out}[k] = {rv.name}[{rv.offset}];"]
+    if any(a["interior"]) or x.aval.size == 0:
+        lines = [f"        for (int64_t k = 0; k < {node.aval.size}; k++) "
+                 f"{out}[k] = {rv.name}[{rv.offset}];"]
+    else:
+        lines = _edges(node, out, f"{rv.name}[{rv.offset}]")
     strides = [s * (i + 1) for s, i in zip(so, a["interior"])]
     base = sum(lo * s for lo, s in zip(a["lo"], so))
     return lines + _nest(x.shape, [(strides, base), (rx.strides, rx.offset)],

@@ -442,9 +442,9 @@ def _edges(node: Node, out: str, value: str) -> list[str]:
     return lines
 
 
-def _flat(shape, arrays) -> list[tuple[int, int]] | None:
-    """Per array ``(stride, base)`` where the nest over ``shape`` merges into
-    one axis for every array (``_nest``'s merging); else None."""
+def _merged(shape, arrays) -> list[tuple[int, list[int]]]:
+    """The axes of a nest over ``shape``: size-1 axes dropped, adjacent axes
+    merged where every array's strides allow; ``(size, strides per array)``."""
     dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
     merged: list[tuple[int, list[int]]] = []
     for n, strides in dims:
@@ -452,6 +452,13 @@ def _flat(shape, arrays) -> list[tuple[int, int]] | None:
             merged[-1] = (merged[-1][0] * n, strides)
         else:
             merged.append((n, strides))
+    return merged
+
+
+def _flat(shape, arrays) -> list[tuple[int, int]] | None:
+    """Per array ``(stride, base)`` where the nest over ``shape`` merges into
+    one axis for every array (``_merged``); else None."""
+    merged = _merged(shape, arrays)
     if len(merged) != 1:
         return None
     return [(step, base) for step, (_, base) in zip(merged[0][1], arrays)]
@@ -868,13 +875,7 @@ def _nest(shape, arrays: list[tuple[list[int], int]], statement, simd: bool = Fa
     the innermost loop is marked ``omp simd`` (its iterations independent).
     ``inner``: iterations each statement takes (a call of a loop), counted
     when choosing where to read the stop flag."""
-    dims = [(n, [s[d] for s, _ in arrays]) for d, n in enumerate(shape) if n != 1]
-    merged: list[tuple[int, list[int]]] = []
-    for n, strides in dims:
-        if merged and all(p == q * n for p, q in zip(merged[-1][1], strides)):
-            merged[-1] = (merged[-1][0] * n, strides)
-        else:
-            merged.append((n, strides))
+    merged = _merged(shape, arrays)
     indices = []
     for k, (_, base) in enumerate(arrays):
         terms = [str(base)] if base else []

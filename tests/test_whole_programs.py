@@ -268,3 +268,30 @@ def test_a_pad_writes_its_value_to_the_edges_only(shape, widths):
     def f(v):
         return inp.pad(v * 2.0, [widths] * len(shape), constant_values=7.5) + 1.0
     check(f, np.cos(np.arange(np.prod(shape), dtype=np.float64)).reshape(shape))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("form", ["ab", "aTb", "abT", "bTaT"])
+def test_a_large_matrix_product_calls_the_vendor_blas(dtype, form):
+    """A plain matrix product of at least BLAS_MIN multiply-adds, its
+    operands read with a unit stride along one axis (transposed views
+    included), is one cblas_?gemm call inside the program: within n·eps of
+    the reference, the same bits on every call; a small one keeps the
+    fixed-order loops."""
+    g = np.random.default_rng(5)
+    a, b = (g.standard_normal((300, 400)).astype(dtype),
+            g.standard_normal((400, 200)).astype(dtype))
+    f = {"ab": lambda a, b: inp.tanh(a @ b), "aTb": lambda a, b: (a.T).T @ b,
+         "abT": lambda a, b: a @ (b.T).T, "bTaT": lambda a, b: b.T @ a.T}[form]
+    compiled = compiled_whole(f, a, b)
+    call = "isk_dgemm(" if dtype == np.float64 else "isk_sgemm("
+    assert call in compiled.source() and compiled.executable.program.blas
+    assert "vendor: n*eps-bounded" in dict(compiled.report().extra)["blas"]
+    got, want = compiled(a, b), ik.jit(f, strategy="reference")(a, b)
+    eps = np.finfo(dtype).eps
+    sizes = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    bound = 400 * eps * (sizes if form != "bTaT" else sizes.T)
+    assert np.all(np.abs(np.asarray(got, np.float64) - want) <= bound)
+    same_bits(compiled(a, b), got)
+    small = compiled_whole(lambda a, b: a @ b, a[:8, :8], b[:8, :8])
+    assert "gemm(" not in small.source()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,21 @@ TILED_COLUMNS = 32
 """Products with fewer output columns keep the plain nest: at 16 columns
 (the PINN of width 16) the blocks were slower than its short vector loop."""
 PART_NODES = 40  # nodes per C function (``_parts``)
+BLAS_MIN = 1 << 18
+"""A float matrix product of at least this many multiply-adds calls the
+vendor BLAS (``emit_whole(blas=True)``), where it is a plain (possibly
+transposed) product of strided matrices; smaller ones keep the fixed-order
+loops below."""
+BLAS = """static void (*isk_dgemm)(int, int, int, int, int, int, double, const double *, int,
+                          const double *, int, double, double *, int);
+static void (*isk_sgemm)(int, int, int, int, int, int, float, const float *, int,
+                          const float *, int, float, float *, int);
+void {function}_blas(void *d, void *s)
+{{  /* cblas_dgemm and cblas_sgemm of the vendor BLAS, set once per executable */
+    isk_dgemm = d;
+    isk_sgemm = s;
+}}
+"""
 POLL_WORK = 1 << 16
 """Most iterations of a nest between two reads of the stop flag (about
 0.1 ms of work); smaller nests read it only between parts."""
@@ -103,6 +119,7 @@ class WholeProgram:
     scratch: int
     polls: bool = False
     parallel: bool = False  # runs split over workers: ``{function}_workers(n)`` sets them
+    blas: bool = False  # calls the vendor BLAS: ``{function}_blas(dgemm, sgemm)`` sets it
 
 
 def unsupported(node: Node) -> str | None:
@@ -139,9 +156,12 @@ def _control_unsupported(node: Node) -> str | None:
     return None
 
 
-def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
+def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = False
+               ) -> WholeProgram:
     """The C function of ``graph`` (raises ``WholeUnsupported`` naming the
-    first node it cannot write)."""
+    first node it cannot write). ``blas``: large matrix products call the
+    vendor BLAS, whose ``cblas_?gemm`` the caller hands to
+    ``{function}_blas`` (``WholeProgram.blas``)."""
     for node in graph.nodes:
         why = unsupported(node)
         if why is not None:
@@ -160,6 +180,7 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     lines += [f"    {CTYPE[x.dtype]} *out{k} = ({CTYPE[x.dtype]} *)args[{first + k}];"
               for x, k in direct.items()]
     outlined: list[str] = []
+    _BLAS_ON.value = blas
     scope = _Scope(graph, given, {x: f"out{k}" for x, k in direct.items()},
                    {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0, outlined)
     blocks, declared, scratch = scope.emit(top=True)
@@ -186,6 +207,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
         *pairwise_helpers(text),
         *tables,
         PARALLEL.format(function=function, minimum=PARALLEL_MIN) if outlined else "",
+        BLAS.format(function=function) if "isk_dgemm(" in text or "isk_sgemm(" in text
+        else "",
         *outlined,
         text,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
@@ -197,7 +220,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool) -> WholeProgram:
     work = sum(iterations(node) for node in graph.nodes)
     loops = any(node.op in CONTROL for node in graph.nodes)
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
-                        scratch, loops or work >= WATCHED_WORK, bool(outlined))
+                        scratch, loops or work >= WATCHED_WORK, bool(outlined),
+                        "isk_dgemm(" in text or "isk_sgemm(" in text)
 
 
 def arena_bytes(graph: Graph) -> int | None:
@@ -1183,6 +1207,9 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
     (ca, cb), (ba, bb) = node.attrs["contracting"], node.attrs["batch"]
     fa = [i for i in range(len(a.shape)) if i not in ca and i not in ba]
     fb = [i for i in range(len(b.shape)) if i not in cb and i not in bb]
+    call = _BLAS_ON.value and _gemm(node, out, ra, rb)
+    if call:
+        return call
     lines = []
     if fb and rb.strides[fb[-1]] != 1 and b.aval.size <= MAX_STACK:
         lines, rb = _contiguous_rhs(b, rb, [*bb, *cb, *fb])
@@ -1205,6 +1232,66 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
               for i, base in enumerate((0, ra.offset, rb.offset))]
     return lines + _nest(shape, arrays, lambda ix: f"{out}[{ix[0]}] = " + add.format(
         acc=f"{out}[{ix[0]}]", a=f"{ra.name}[{ix[1]}]", b=f"{rb.name}[{ix[2]}]") + ";")
+
+
+class _Switch(threading.local):
+    value = False
+
+
+_BLAS_ON = _Switch()  # whether the program being emitted may call the vendor BLAS
+
+
+def gemm_form(node: Node, ra: _Read | None = None, rb: _Read | None = None) -> tuple | None:
+    """``(m, n, k, trans_a, lda, trans_b, ldb)`` where ``node`` is a float
+    ``dot_general`` of at least ``BLAS_MIN`` products that is one ``M x K``
+    by ``K x N`` product (size-1 axes aside, no batch) of operands read with
+    a unit stride along one axis each, into a contiguous output; else None.
+    ``ra``, ``rb``: how the operands are read (default: C order)."""
+    a, b = node.inputs
+    (ca, cb), (ba, bb) = node.attrs["contracting"], node.attrs["batch"]
+    if node.op is not Op.DOT_GENERAL or node.dtype not in (dtypes.float32, dtypes.float64):
+        return None
+    if iterations(node) < BLAS_MIN:
+        return None
+    sa = ra.strides if ra is not None else _strides(a.shape)
+    sb = rb.strides if rb is not None else _strides(b.shape)
+    fa = [i for i in range(len(a.shape)) if i not in ca and i not in ba and a.shape[i] != 1]
+    fb = [i for i in range(len(b.shape)) if i not in cb and i not in bb and b.shape[i] != 1]
+    pairs = [(i, j) for i, j in zip(ca, cb) if a.shape[i] != 1]
+    if any(a.shape[i] != 1 for i in ba) or len(fa) != 1 or len(fb) != 1 or len(pairs) != 1:
+        return None
+    (i, j), m, n = pairs[0], a.shape[fa[0]], b.shape[fb[0]]
+    k = a.shape[i]
+    am, ak, bk, bn = sa[fa[0]], sa[i], sb[j], sb[fb[0]]
+    if ak == 1 and am >= k:
+        trans_a, lda = 111, am  # CblasNoTrans, a row-major M x K
+    elif am == 1 and ak >= m:
+        trans_a, lda = 112, ak  # CblasTrans: a stored as K x M
+    else:
+        return None
+    if bn == 1 and bk >= n:
+        trans_b, ldb = 111, bk
+    elif bk == 1 and bn >= k:
+        trans_b, ldb = 112, bn
+    else:
+        return None
+    return m, n, k, trans_a, lda, trans_b, ldb
+
+
+def _gemm(node: Node, out: str, ra: _Read, rb: _Read) -> list[str] | None:
+    """The vendor BLAS call of a large matrix product (``gemm_form``), its
+    result written row-major into ``out``; None where it does not apply. The
+    output's axes are the lhs's free axis then the rhs's (``dot_general``),
+    so ``out`` is the ``M x N`` row-major matrix whatever the size-1 axes."""
+    form = gemm_form(node, ra, rb)
+    if form is None:
+        return None
+    m, n, k, trans_a, lda, trans_b, ldb = form
+    fn, one, zero = (("isk_dgemm", "1.0", "0.0") if node.dtype == dtypes.float64
+                     else ("isk_sgemm", "1.0f", "0.0f"))
+    return [f"        {fn}(101, {trans_a}, {trans_b}, {m}, {n}, {k}, {one}, "
+            f"{ra.name} + {ra.offset}, {lda}, {rb.name} + {rb.offset}, {ldb}, {zero}, {out}, "
+            f"{n});  /* the vendor BLAS: CblasRowMajor */"]
 
 
 def _matrix_product(axes: list) -> tuple | None:

@@ -46,6 +46,7 @@ import numpy as np
 
 from ... import codegen
 from ...codegen.pixel import ROW_RULES, Outside, Partition, RowRegion, partition, row_modes
+from ...codegen.whole import gemm_form
 from ...codegen.whole import iterations as whole_iterations
 from ...codegen.whole import unsupported as whole_unsupported
 from ...ir import Graph, Op
@@ -60,7 +61,7 @@ from .numpy_rules import NUMPY_PROVIDER
 from .pool import SLICE_ROWS, interruptible, resolve_workers, run_tasks, split, sub_slices
 from .staged import StagedExecutable, StagedPlan, stage_value, staged_plan
 from .whole import PROVIDER as WHOLE_PROVIDER
-from .whole import WholeExecutable, whole_plan
+from .whole import WholeExecutable, vendor_blas, whole_plan
 
 PROVIDER = "c-native"
 PROVIDER_FMA = "c-native-fma"
@@ -93,8 +94,9 @@ sequential fold runs at one addition per cycle or so, where NumPy's pairwise
 sum vectorizes; a larger one keeps the staged plan (NumPy's order)."""
 WHOLE_MAX_PRODUCTS = 1 << 24
 """The most multiply-adds one contraction of a program compiled whole may
-take (about 5 ms in the register-blocked loops); a larger one keeps the
-staged plan (BLAS through NumPy)."""
+take in its own loops (about 5 ms in the register-blocked loops); a larger
+one that is a plain matrix product calls the vendor BLAS inside the program
+(``codegen.whole.gemm_form``), any other keeps the staged plan (NumPy's)."""
 
 
 def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
@@ -126,8 +128,10 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
         if why is None and node.op in REDUCE and node.inputs[0].aval.size > WHOLE_MAX_REDUCED:
             why = f"reads {node.inputs[0].aval.size} elements (> {WHOLE_MAX_REDUCED})"
         if why is None and node.op is Op.DOT_GENERAL and \
-                whole_iterations(node) > WHOLE_MAX_PRODUCTS:
-            why = f"{whole_iterations(node)} products (> {WHOLE_MAX_PRODUCTS}): BLAS"
+                whole_iterations(node) > WHOLE_MAX_PRODUCTS and \
+                (gemm_form(node) is None or vendor_blas() is None):
+            why = (f"{whole_iterations(node)} products (> {WHOLE_MAX_PRODUCTS}) in no plain "
+                   f"matrix form for the vendor BLAS: NumPy's")
         if why is not None:
             where = f" at {node.where}" if node.where else ""
             return f"{node.op.value}{where}: {why}"

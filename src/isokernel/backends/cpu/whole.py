@@ -41,7 +41,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import codegen
-from ...codegen.whole import ALIGN, OPS, PARALLEL_MIN, POINTWISE, WholeUnsupported, emit_whole
+from ...codegen.whole import (
+    ALIGN,
+    BLAS_MIN,
+    OPS,
+    PARALLEL_MIN,
+    POINTWISE,
+    WholeUnsupported,
+    emit_whole,
+)
 from ...ir import Op
 from ...ir.errors import BackendUnavailableError
 from ...ir.ops import REDUCE, TABLE, TRANSCENDENTAL
@@ -78,8 +86,10 @@ class WholeExecutable(ExecutableBase):
         self.graph = plan.graph
         self.compiler = codegen.current_compiler()
         stem = re.sub(r"\W", "_", self.graph.name) or "f"
+        self.vendor = vendor_blas()
         try:
-            self.program = emit_whole(self.graph, f"isk_{stem}_whole", self.compiler.vector_math)
+            self.program = emit_whole(self.graph, f"isk_{stem}_whole", self.compiler.vector_math,
+                                      blas=self.vendor is not None)
         except WholeUnsupported as err:
             raise BackendUnavailableError(UNSUPPORTED.format(what=err)) from None
         library, self.built = codegen.build(self.program.source, False, program=True)
@@ -87,6 +97,8 @@ class WholeExecutable(ExecutableBase):
         self.workers, self.workers_source = resolve_workers(workers)
         if self.program.parallel:
             getattr(library, f"{self.program.function}_workers")(ctypes.c_int(self.workers))
+        if self.program.blas:
+            getattr(library, f"{self.program.function}_blas")(*self.vendor.pointers)
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag
         self._fn.restype = ctypes.c_uint32
         self._consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
@@ -145,8 +157,49 @@ class WholeExecutable(ExecutableBase):
                 ("mathlib", mathlib),
                 ("kernel", built),
                 ("arena", f"{self.program.scratch} bytes, allocated once, reused every call"),
+                *([("blas", f"matrix products of >= {BLAS_MIN} multiply-adds: {self.vendor}; "
+                            f"{BLAS_CONTRACT}")] if self.program.blas else []),
                 ("fp errors", "the function returns its flags; watched ones rerun the graph "
                               "by the reference rules for NumPy's diagnostics")]
+
+
+BLAS_CONTRACT = ("vendor: n*eps-bounded against reference, the same bits on every call with a "
+                 "fixed thread count")
+
+
+class VendorBlas:
+    """``cblas_dgemm`` and ``cblas_sgemm`` of the ``scipy-openblas32`` wheel
+    (OpenBLAS built for Python packages, a core dependency): their addresses
+    for a whole program, and what the report says of them."""
+
+    def __init__(self, module):
+        library = module.dll if getattr(module, "dll", None) is not None else ctypes.CDLL(
+            f"{module.get_lib_dir()}/lib{module.get_library()}.so")
+        prefix = "scipy_" if hasattr(library, "scipy_cblas_dgemm") else ""
+        self.pointers = [ctypes.cast(getattr(library, f"{prefix}cblas_{t}gemm"), ctypes.c_void_p)
+                         for t in "ds"]
+        threads = getattr(library, f"{prefix}openblas_get_num_threads", None)
+        self.threads = threads() if threads is not None else None
+        self.config = module.get_openblas_config()
+
+    def __str__(self) -> str:
+        threads = f", {self.threads} thread(s)" if self.threads else ""
+        return f"scipy-openblas32 ({self.config.split(' DYNAMIC')[0]}{threads})"
+
+
+_VENDOR: list = []
+
+
+def vendor_blas() -> VendorBlas | None:
+    """The vendor BLAS, loaded once; None where the wheel is missing (a whole
+    program then keeps its own fixed-order products)."""
+    if not _VENDOR:
+        try:
+            import scipy_openblas32
+            _VENDOR.append(VendorBlas(scipy_openblas32))
+        except (ImportError, OSError, AttributeError):
+            _VENDOR.append(None)
+    return _VENDOR[0]
 
 
 _ADDRESS_OF = ctypes.addressof

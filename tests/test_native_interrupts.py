@@ -123,6 +123,25 @@ want = ik.jit(scanned(40), strategy="reference")(x)
 print(f"latency={latency:.4f} exact={same_bits(short, want)}", flush=True)
 '''
 
+PROGRAM = PRELUDE + r'''
+def stencil(u, steps):
+    """A time-stepping loop over slices (not row-local): native compiles it as
+    one C program whose loop reads the stop flag every step."""
+    def step(i, v):
+        return inp.concatenate([v[:1], v[1:-1] + 0.25 * (v[2:] - 2.0 * v[1:-1] + v[:-2]),
+                                v[-1:]])
+    return ik.fori_loop(0, steps, step, u)
+
+
+x = np.sin(np.linspace(0.0, 3.0, 1000))
+long_loop = ik.jit(lambda u: stencil(u, 10**13)).lower(x).compile()  # compiled first
+assert "one C function" in dict(long_loop.report().extra)["program"]
+latency = interrupted(lambda: long_loop(x))
+short = ik.jit(lambda u: stencil(u, 40))(x)
+want = ik.jit(lambda u: stencil(u, 40), strategy="reference")(x)
+print(f"latency={latency:.4f} exact={same_bits(short, want)}", flush=True)
+'''
+
 PRODUCT = PRELUDE + r'''
 CHAIN = 16
 
@@ -288,6 +307,12 @@ def test_ctrl_c_ends_a_long_finite_while():
 def test_ctrl_c_ends_a_long_scan():
     """A static fori_loop of 10^13 steps: a C for loop per pixel."""
     _assert_prompt_and_exact(_run(SCANNED))
+
+
+def test_ctrl_c_ends_a_loop_of_a_whole_program():
+    """A fori_loop of 10^13 steps over slices, which native (the default)
+    compiles as one C program: the loop reads the stop flag every step."""
+    _assert_prompt_and_exact(_run(PROGRAM))
 
 
 def test_ctrl_c_ends_native_whole_inside_its_loop_nests():

@@ -55,7 +55,10 @@ note when missing (``pip install 'isokernel[bench]'``). ``--quick`` runs
 every workload at tiny sizes with one round (a smoke run; its figures mean
 nothing).
 
-    python benchmarks/sciml.py [--rounds 5] [--only heat] [--quick] [--no-others]
+``--cold`` adds the PINN step's first call, each side in fresh interpreters
+(isokernel with an empty compile cache), best of two.
+
+    python benchmarks/sciml.py [--rounds 5] [--only heat] [--quick] [--no-others] [--cold]
 """
 
 from __future__ import annotations
@@ -442,6 +445,57 @@ def print_row(row: dict) -> None:
     print(f"{name:64s} {_ms(t)} {versus} {peak}  {note}")
 
 
+COLD = """
+import os, sys, time
+sys.path.insert(0, {here!r})
+import numpy as np
+from _common import mlp_params
+import sciml
+params, xs = mlp_params([1, {width}, {width}, 1]), np.linspace(0.0, 1.0, {points})
+start = time.perf_counter()
+if sys.argv[1] == "isokernel":
+    import isokernel as ik
+    import isokernel.numpy as inp
+    loss = lambda p, x: sciml.pinn_loss(inp, ik.grad, ik.vmap, p, x)
+    step = ik.Trainer(loss, params, sciml.optim.adam(sciml.LEARNING_RATE)).step
+else:
+    import jax, optax
+    jax.config.update("jax_enable_x64", True)
+    from _common import jax_adam_step
+    step = jax_adam_step(jax, optax, lambda p, x: sciml.pinn_loss(jax.numpy, jax.grad, jax.vmap,
+                                                                   p, x), params,
+                         sciml.LEARNING_RATE)
+step(xs)
+print(time.perf_counter() - start)
+"""
+
+
+def cold_first_calls(size, runs: int = 2) -> None:
+    """The PINN step's first call in a fresh interpreter (imports excluded,
+    recording, planning and compiling included), isokernel with an empty
+    compile cache, against JAX's first ``jit`` call: best of ``runs``."""
+    import subprocess
+    import sys
+    import tempfile
+    script = COLD.format(here=os.path.dirname(os.path.abspath(__file__)),
+                         width=size["pinn_width"], points=size["pinn_points"])
+    best = {}
+    for who in ("isokernel", "jax"):
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, ISOKERNEL_CACHE_DIR=cache)
+                done = subprocess.run([sys.executable, "-c", script, who], env=env,
+                                      capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                print(f"cold first call, {who}: failed: {done.stderr.strip()[-300:]}")
+                break
+            best[who] = min(best.get(who, float("inf")), float(done.stdout.split()[-1]))
+    if len(best) == 2:
+        print(f"{'PINN Trainer step, first call (empty cache), s':64s} "
+              f"{best['isokernel']:10.2f} {best['jax']:10.2f} "
+              f"{best['isokernel'] / best['jax']:7.2f}x")
+
+
 WORKLOADS = (pinn, mlp_regression, heat_forward, heat_gradient, cg_poisson, normal)
 ROW_LOCAL = (tau_omega_workload, kepler_workload, flagship)
 
@@ -453,6 +507,8 @@ def main(argv=None):
     parser.add_argument("--only", help="run only the workloads whose name contains this")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke run)")
     parser.add_argument("--no-others", action="store_true", help="isokernel only: no JAX, Numba")
+    parser.add_argument("--cold", action="store_true",
+                        help="also time the PINN step's first call in fresh processes")
     args = parser.parse_args(argv)
     size, rounds = (QUICK, 1) if args.quick else (FULL, args.rounds)
     notes: list[str] = []
@@ -484,6 +540,8 @@ def main(argv=None):
         for row in measure(workload, rounds):
             print_row(row)
             table.append(row)
+    if args.cold and jax is not None and optax is not None:
+        cold_first_calls(size)
     for note in dict.fromkeys(notes):
         print("note:", note)
     return table

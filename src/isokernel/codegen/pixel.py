@@ -411,6 +411,8 @@ def _levels(graph: Graph, modes: dict) -> dict[Node, int]:
     node waits for every whole value it reads, a whole node for every row
     value it reads."""
     level: dict[Node, int] = {}
+    feeds = _feeds_rows(graph, modes)
+    latest = -1  # the level of the last row node so far, in tape order
     for node in graph.nodes:
         if node.op in LEAF:
             continue
@@ -420,9 +422,22 @@ def _levels(graph: Graph, modes: dict) -> dict[Node, int]:
             level[node] = max([0] + [level[x] + (x not in modes or mode == WHOLE)
                                      for x, mode in zip(node.inputs, modes[node])
                                      if x in level])
+            latest = max(latest, level[node])
         else:
-            level[node] = max([-1] + [level[x] for x in node.inputs if x in level])
+            # a whole node no row node waits for runs after the regions before it in
+            # tape order: its floating-point warnings keep the reference's order
+            level[node] = max([-1 if node in feeds else latest]
+                              + [level[x] for x in node.inputs if x in level])
     return level
+
+
+def _feeds_rows(graph: Graph, modes: dict) -> set[Node]:
+    """The nodes some row node reads, directly or through others."""
+    feeds: set[Node] = set()
+    for node in reversed(graph.nodes):
+        if node in modes or node in feeds:
+            feeds.update(node.inputs)
+    return feeds
 
 
 def _stages(graph: Graph, modes: dict) -> tuple[RowRegion | Outside, ...]:

@@ -286,12 +286,12 @@ def test_nests_that_read_the_stop_flag_keep_their_bits():
 
     def f(x, m, a, b):
         y = x * 1.5 - 0.25  # one loop of 3 POLL_WORK iterations: strips
-        s = inp.sum(m * m, axis=1)  # 700 pairwise sums of 300: polled between them
-        return y, s, a @ b  # 101 x 300 by 300 x 45: blocks and a remainder
+        s = inp.sum(m * m, axis=1)  # 2000 pairwise sums of 300: polled between them
+        return y, s, a @ b  # 101 x 50 by 50 x 45: blocks and a remainder (below BLAS_MIN)
 
     g = rng(9)
     x = g.normal(size=3 * POLL_WORK + 5)
-    m, a, b = g.normal(size=(700, 300)), g.normal(size=(101, 300)), g.normal(size=(300, 45))
+    m, a, b = g.normal(size=(2000, 300)), g.normal(size=(101, 50)), g.normal(size=(50, 45))
     jitted = whole(f)
     y, s, p = jitted(x, m, a, b)
     program = jitted.lower(x, m, a, b).compile().executable.program

@@ -78,6 +78,10 @@ BLAS_MIN = 1 << 18
 vendor BLAS (``emit_whole(blas=True)``), where it is a plain (possibly
 transposed) product of strided matrices; smaller ones keep the fixed-order
 loops below."""
+GEMM_BLOCK = 1 << 24
+"""The most multiply-adds of one vendor BLAS call (a few milliseconds): a
+larger product is called in blocks of rows, and a stopped call (Ctrl-C)
+returns between them."""
 BLAS = """static void (*isk_dgemm)(int, int, int, int, int, int, double, const double *, int,
                           const double *, int, double, double *, int);
 static void (*isk_sgemm)(int, int, int, int, int, int, float, const float *, int,
@@ -1289,9 +1293,18 @@ def _gemm(node: Node, out: str, ra: _Read, rb: _Read) -> list[str] | None:
     m, n, k, trans_a, lda, trans_b, ldb = form
     fn, one, zero = (("isk_dgemm", "1.0", "0.0") if node.dtype == dtypes.float64
                      else ("isk_sgemm", "1.0f", "0.0f"))
-    return [f"        {fn}(101, {trans_a}, {trans_b}, {m}, {n}, {k}, {one}, "
-            f"{ra.name} + {ra.offset}, {lda}, {rb.name} + {rb.offset}, {ldb}, {zero}, {out}, "
-            f"{n});  /* the vendor BLAS: CblasRowMajor */"]
+    rows = max(1, min(m, GEMM_BLOCK // (n * k)))  # calls of at most GEMM_BLOCK products
+    row = lda if trans_a == 111 else 1  # the next row of op(a): a row of a, or a column
+    return ["        /* the vendor BLAS (CblasRowMajor), in row blocks between which a stop",
+            "           of the call is seen */",
+            f"        for (int64_t i = 0; i < {m}; i += {rows}) {{",
+            "            if (ISK_STOPPED(isk_stop_flag))",
+            "                return;",
+            f"            const int rows = {m} - i < {rows} ? (int)({m} - i) : {rows};",
+            f"            {fn}(101, {trans_a}, {trans_b}, rows, {n}, {k}, {one}, "
+            f"{ra.name} + {ra.offset} + i * {row}, {lda}, {rb.name} + {rb.offset}, {ldb}, "
+            f"{zero}, {out} + i * {n}, {n});",
+            "        }"]
 
 
 def _matrix_product(axes: list) -> tuple | None:

@@ -37,6 +37,7 @@ import ctypes
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -173,13 +174,12 @@ class VendorBlas:
     for a whole program, and what the report says of them."""
 
     def __init__(self, module):
-        library = module.dll if getattr(module, "dll", None) is not None else ctypes.CDLL(
-            f"{module.get_lib_dir()}/lib{module.get_library()}.so")
+        found = sorted(Path(module.get_lib_dir()).glob(f"lib{module.get_library()}.*"))
+        library = ctypes.CDLL(str(found[0]))  # the wheel's one shared library
         prefix = "scipy_" if hasattr(library, "scipy_cblas_dgemm") else ""
         self.pointers = [ctypes.cast(getattr(library, f"{prefix}cblas_{t}gemm"), ctypes.c_void_p)
                          for t in "ds"]
-        threads = getattr(library, f"{prefix}openblas_get_num_threads", None)
-        self.threads = threads() if threads is not None else None
+        self.threads = library[f"{prefix}openblas_get_num_threads"]()
         self.config = module.get_openblas_config()
 
     def __str__(self) -> str:
@@ -197,7 +197,7 @@ def vendor_blas() -> VendorBlas | None:
         try:
             import scipy_openblas32
             _VENDOR.append(VendorBlas(scipy_openblas32))
-        except (ImportError, OSError, AttributeError):
+        except (ImportError, OSError, AttributeError, IndexError):
             _VENDOR.append(None)
     return _VENDOR[0]
 

@@ -267,7 +267,7 @@ def _gil_free_step(x, y, kind, scalar):
         flags = inp.astype(inp.astype(x > y, inp.int32), inp.int64)
         return inp.astype(flags, x.dtype) * x
     if kind == "square_view":  # a reshape view read by a loop, and a view output
-        return inp.reshape(x * x, (x.shape[0], 1))[:, 0]
+        return inp.reshape(x * x, (x.shape[0], 1))[:, 0] if np.ndim(x) else x * x
     return _step(inp, kind, x, y, scalar)
 
 

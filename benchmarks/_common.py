@@ -59,6 +59,20 @@ def jax_adam_step(jax, optax, loss_fn, params, learning_rate: float):
     return run
 
 
+def pinn_loss(ns, second_derivative, vmap, params, xs):
+    """The 1-D Poisson residual u'' + pi^2 sin(pi x) of the tanh MLP ``u`` and
+    its boundary terms, in the array namespace ``ns``; ``second_derivative(u)``
+    is u'' with respect to x (a Hessian, or grad of grad)."""
+    def u(p, x):
+        h = ns.tanh(x * p[0]["w"][0] + p[0]["b"])
+        for layer in p[1:-1]:
+            h = ns.tanh(ns.dot(h, layer["w"]) + layer["b"])
+        return ns.dot(h, p[-1]["w"][:, 0]) + p[-1]["b"][0]
+    uxx = vmap(second_derivative(u), in_axes=(None, 0))(params, xs)
+    r = uxx + np.pi ** 2 * ns.sin(np.pi * xs)
+    return ns.mean(r * r) + u(params, 0.0) ** 2 + u(params, 1.0) ** 2
+
+
 def mlp_params(sizes, seed=0):
     """Glorot-uniform weights and small biases as NumPy float64 arrays."""
     rng = np.random.default_rng(seed)

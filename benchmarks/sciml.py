@@ -76,6 +76,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 
 import numpy as np  # noqa: E402 - after the BLAS thread count
 from _common import interleaved, jax_adam_step, mlp_params, try_import  # noqa: E402
+from _common import pinn_loss as common_pinn_loss  # noqa: E402
 from control_flow import kepler, kepler_jax, kepler_numba  # noqa: E402
 from cpu_forward import numba_fn, tau_omega_with  # noqa: E402
 
@@ -122,15 +123,9 @@ def mlp(ns, p, x):
 
 
 def pinn_loss(ns, grad, vmap, params, xs):
-    """The Poisson residual u'' + pi^2 sin(pi x) and the boundary terms."""
-    def u(p, x):
-        h = ns.tanh(x * p[0]["w"][0] + p[0]["b"])
-        for layer in p[1:-1]:
-            h = ns.tanh(ns.dot(h, layer["w"]) + layer["b"])
-        return ns.dot(h, p[-1]["w"][:, 0]) + p[-1]["b"][0]
-    uxx = vmap(grad(grad(u, argnums=1), argnums=1), in_axes=(None, 0))(params, xs)
-    r = uxx + np.pi ** 2 * ns.sin(np.pi * xs)
-    return ns.mean(r * r) + u(params, 0.0) ** 2 + u(params, 1.0) ** 2
+    """The Poisson loss (``_common.pinn_loss``) with u'' as ``grad`` of ``grad``."""
+    return common_pinn_loss(ns, lambda u: grad(grad(u, argnums=1), argnums=1), vmap, params,
+                            xs)
 
 
 def mse_loss(ns, params, x, y):

@@ -41,6 +41,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 
 import numpy as np  # noqa: E402 - after the BLAS thread count
 from _common import jax_adam_step, mlp_params, try_import  # noqa: E402
+from _common import pinn_loss as common_pinn_loss  # noqa: E402
 
 import isokernel as ik  # noqa: E402
 import isokernel.nn as nn  # noqa: E402
@@ -54,15 +55,8 @@ LEARNING_RATE = 1e-3
 # --- models, written once per framework ----------------------------------------------------
 
 def pinn_loss(ns, hessian, vmap, params, xs):
-    """The Poisson residual loss in the array namespace ``ns``."""
-    def u(p, x):
-        h = ns.tanh(x * p[0]["w"][0] + p[0]["b"])
-        for layer in p[1:-1]:
-            h = ns.tanh(ns.dot(h, layer["w"]) + layer["b"])
-        return ns.dot(h, p[-1]["w"][:, 0]) + p[-1]["b"][0]
-    uxx = vmap(hessian(u, argnums=1), in_axes=(None, 0))(params, xs)
-    r = uxx + ns.pi ** 2 * ns.sin(ns.pi * xs)
-    return ns.mean(r * r) + u(params, 0.0) ** 2 + u(params, 1.0) ** 2
+    """The Poisson loss (``_common.pinn_loss``) with u'' as the ``hessian``."""
+    return common_pinn_loss(ns, lambda u: hessian(u, argnums=1), vmap, params, xs)
 
 
 def digits_loss(ns, relu, log_softmax, one_hot, params, x, labels):

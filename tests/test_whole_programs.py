@@ -237,6 +237,9 @@ def test_a_long_fused_run_splits_over_threads_with_the_same_bits():
     assert compiled.executable.program.parallel
     assert "split over 3 threads" in dict(compiled.report().extra)["program"]
     assert "isk_parallel(isk_run0, &context" in compiled.source()
+    # the worker count is written into each program: another count is another library
+    assert "isk_workers = 3;" in compiled.source()
+    assert "isk_workers = 1;" in one.lower(key).compile().source()
     same_bits(compiled(key), one(key))
     small = ik.jit(lambda k: rnd.normal(k, (1000,)), strategy="native").lower(key).compile()
     assert not small.executable.program.parallel

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,7 +121,7 @@ class WholeProgram:
     outputs: tuple[Node, ...]
     scratch: int
     polls: bool = False
-    parallel: bool = False  # runs split over workers: ``{function}_workers(n)`` sets them
+    parallel: bool = False  # long fused runs split over the workers written into it
     blas: bool = False  # calls the vendor BLAS: ``{function}_blas(dgemm, sgemm)`` sets it
 
 
@@ -160,12 +159,14 @@ def _control_unsupported(node: Node) -> str | None:
     return None
 
 
-def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = False
-               ) -> WholeProgram:
+def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = False,
+               workers: int = 1) -> WholeProgram:
     """The C function of ``graph`` (raises ``WholeUnsupported`` naming the
     first node it cannot write). ``blas``: large matrix products call the
     vendor BLAS, whose ``cblas_?gemm`` the caller hands to
-    ``{function}_blas`` (``WholeProgram.blas``)."""
+    ``{function}_blas`` (``WholeProgram.blas``). ``workers``: the threads a
+    long fused run is split over, written into the source (so executables
+    of other worker counts never share a compiled library's setting)."""
     for node in graph.nodes:
         why = unsupported(node)
         if why is not None:
@@ -184,9 +185,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     lines += [f"    {CTYPE[x.dtype]} *out{k} = ({CTYPE[x.dtype]} *)args[{first + k}];"
               for x, k in direct.items()]
     outlined: list[str] = []
-    _BLAS_ON.value = blas
     scope = _Scope(graph, given, {x: f"out{k}" for x, k in direct.items()},
-                   {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0, outlined)
+                   {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0, outlined, blas)
     blocks, declared, scratch = scope.emit(top=True)
     lines += declared
     reads = scope.reads
@@ -210,7 +210,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
         prelude(called_helpers(text + "\n".join(outlined), HOST_HELPERS), host=True),
         *pairwise_helpers(text),
         *tables,
-        PARALLEL.format(function=function, minimum=PARALLEL_MIN) if outlined else "",
+        PARALLEL.format(workers=max(1, min(64, workers)), minimum=PARALLEL_MIN)
+        if outlined else "",
         BLAS.format(function=function) if "isk_dgemm(" in text or "isk_sgemm(" in text
         else "",
         *outlined,
@@ -326,7 +327,7 @@ class _View:
     offset: int
 
 
-def _restricted(node: Node, out: str, reads: dict) -> list[str]:
+def _restricted(node: Node, out: str, reads: dict, blas: bool = False) -> list[str]:
     """The node's code over local ``restrict`` pointers: its output never
     shares memory with a value it reads (the arena hands a buffer on only
     after its last reader), which lets the compiler vectorize without
@@ -338,7 +339,7 @@ def _restricted(node: Node, out: str, reads: dict) -> list[str]:
         name = f"r{len(local)}"
         lines.append(f"        const {CTYPE[x.dtype]} *restrict {name} = {r.name};")
         local[x] = _Read(name, r.strides, r.offset)
-    return lines + _node_code(node, "o", local)
+    return lines + _node_code(node, "o", local, blas)
 
 
 def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
@@ -544,9 +545,10 @@ class _Scope:
     program's names of the constants; ``prefix``: of the buffers' names."""
 
     def __init__(self, graph: Graph, given: dict, forced: dict, consts: dict, prefix: str,
-                 origin: int, outlined: list | None = None):
+                 origin: int, outlined: list | None = None, blas: bool = False):
         self.graph, self.given, self.consts = graph, given, consts
         self.outlined = outlined  # the program's run functions (None: runs stay inline)
+        self.blas = blas  # large matrix products call the vendor BLAS
         self.prefix, self.origin = prefix, origin
         self.views = _views(graph, {x: _View(x, r.strides, r.offset) for x, r in given.items()})
         self.names = {x: r.name for x, r in given.items()}
@@ -646,7 +648,8 @@ class _Scope:
                     blocks.append(["    {", *_run_code(run, stored, self.reads, views,
                                                            self.outlined), "    }"])
             else:
-                blocks.append(["    {", *_restricted(node, names[node], self.reads), "    }"])
+                blocks.append(["    {", *_restricted(node, names[node], self.reads, self.blas),
+                               "    }"])
         return blocks, declared, max(top_, ALIGN) if top else top_
 
     def _runs(self) -> list[list[Node]]:
@@ -782,7 +785,8 @@ class _ControlWriter:
             else:
                 copies.append((x, name))
         scope = _Scope(graph, dict(zip(graph.inputs, given)), forced, self.scope.consts,
-                       f"{self.tag}{suffix}_", self.origin + self.top, self.scope.outlined)
+                       f"{self.tag}{suffix}_", self.origin + self.top, self.scope.outlined,
+                       self.scope.blas)
         blocks, declared, size = scope.emit()
         self.inner = max(self.inner, size)
         code = ["        {", *declared, *[line for block in blocks for line in block]]
@@ -995,7 +999,7 @@ def _term(var: str, stride: int) -> str:
 
 # --- one node -----------------------------------------------------------------------------
 
-def _node_code(node: Node, out: str, reads: dict) -> list[str]:
+def _node_code(node: Node, out: str, reads: dict, blas: bool = False) -> list[str]:
     if node.op in POINTWISE:
         ins = [reads[x] for x in node.inputs]
         arrays = [(_strides(node.shape), 0)] + [(r.strides, r.offset) for r in ins]
@@ -1008,7 +1012,7 @@ def _node_code(node: Node, out: str, reads: dict) -> list[str]:
     if node.op in REDUCE:
         return _reduce(node, out, reads[node.inputs[0]])
     if node.op is Op.DOT_GENERAL:
-        return _dot(node, out, *(reads[x] for x in node.inputs))
+        return _dot(node, out, *(reads[x] for x in node.inputs), blas)
     if node.op is Op.CONCATENATE:
         return _concatenate(node, out, reads)
     return _pad(node, out, reads)
@@ -1102,8 +1106,7 @@ PARALLEL_MIN = 1 << 18
 merged axis, runs split over the program's workers (``PARALLEL``): each
 element is computed alone, so the bits do not depend on the split."""
 PARALLEL = """#include <pthread.h>
-static int isk_workers = 1;  /* set once per executable: {function}_workers */
-void {function}_workers(int n) {{ isk_workers = n < 1 ? 1 : n > 64 ? 64 : n; }}
+static const int isk_workers = {workers};  /* the executable's worker count */
 typedef struct {{
     void (*fn)(const void *, int64_t, int64_t);
     const void *ctx;
@@ -1126,7 +1129,7 @@ static void *isk_task_main(void *p)
    leaves its slice to this one. */
 static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void *ctx, int64_t n)
 {{
-    int k = isk_workers;
+    const int k = isk_workers;
     if (k < 2 || n < {minimum})
         {{ fn(ctx, 0, n); return; }}
     isk_task tasks[64];
@@ -1204,14 +1207,14 @@ def _reduce(node: Node, out: str, x: _Read) -> list[str]:
                              acc=f"{out}[{ix[0]}]", v=f"{x.name}[{ix[1]}]") + ";")
 
 
-def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
+def _dot(node: Node, out: str, ra: _Read, rb: _Read, blas: bool = False) -> list[str]:
     """Loops: batch, the lhs's free axes, the contracting axes, the rhs's
     free axes (innermost: contiguous in the output)."""
     a, b = node.inputs
     (ca, cb), (ba, bb) = node.attrs["contracting"], node.attrs["batch"]
     fa = [i for i in range(len(a.shape)) if i not in ca and i not in ba]
     fb = [i for i in range(len(b.shape)) if i not in cb and i not in bb]
-    call = _BLAS_ON.value and _gemm(node, out, ra, rb)
+    call = blas and _gemm(node, out, ra, rb)
     if call:
         return call
     lines = []
@@ -1236,13 +1239,6 @@ def _dot(node: Node, out: str, ra: _Read, rb: _Read) -> list[str]:
               for i, base in enumerate((0, ra.offset, rb.offset))]
     return lines + _nest(shape, arrays, lambda ix: f"{out}[{ix[0]}] = " + add.format(
         acc=f"{out}[{ix[0]}]", a=f"{ra.name}[{ix[1]}]", b=f"{rb.name}[{ix[2]}]") + ";")
-
-
-class _Switch(threading.local):
-    value = False
-
-
-_BLAS_ON = _Switch()  # whether the program being emitted may call the vendor BLAS
 
 
 def gemm_form(node: Node, ra: _Read | None = None, rb: _Read | None = None) -> tuple | None:

@@ -88,16 +88,14 @@ class WholeExecutable(ExecutableBase):
         self.compiler = codegen.current_compiler()
         stem = re.sub(r"\W", "_", self.graph.name) or "f"
         self.vendor = vendor_blas()
+        self.workers, self.workers_source = resolve_workers(workers)
         try:
             self.program = emit_whole(self.graph, f"isk_{stem}_whole", self.compiler.vector_math,
-                                      blas=self.vendor is not None)
+                                      blas=self.vendor is not None, workers=self.workers)
         except WholeUnsupported as err:
             raise BackendUnavailableError(UNSUPPORTED.format(what=err)) from None
         library, self.built = codegen.build(self.program.source, False, program=True)
         self._fn = getattr(library, self.program.function)
-        self.workers, self.workers_source = resolve_workers(workers)
-        if self.program.parallel:
-            getattr(library, f"{self.program.function}_workers")(ctypes.c_int(self.workers))
         if self.program.blas:
             getattr(library, f"{self.program.function}_blas")(*self.vendor.pointers)
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag

@@ -126,6 +126,19 @@ def test_the_models_run_bit_identical_on_both(dtype):
     assert np.max(np.abs(mv - scene["mv"])) <= (1e-5 if dtype == np.float64 else 1e-4)
 
 
+def test_whole_programs_are_the_reference_bits_on_the_device():
+    """Loops around launches (tests/test_cuda_programs.py on the device): a
+    stencil, its gradient, a Krylov solve, a training gradient, nested loops
+    and a switch, basic operations only, bit for bit on both strategies."""
+    from .test_cuda_programs import CASES
+    for name, (fn, make) in sorted(CASES.items()):
+        args = make()
+        eager, mega = both(fn, *args)
+        want = ik.tree_flatten(ik.jit(fn, strategy="reference")(*args))[0]
+        for e, m, w in zip(eager, mega, want):
+            assert bit_identical(e, m) and bit_identical_but_nan(m, w), name
+
+
 @pytest.mark.parametrize("shape,axes", [((10_000_019,), (0,)), ((3000, 1000), (1,)),
                                         ((3000, 1000), (0,)), ((64, 50, 70), (0, 2))])
 def test_sums_of_contiguous_operands_give_numpys_bits(shape, axes):

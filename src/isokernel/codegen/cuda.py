@@ -21,15 +21,18 @@ flush-to-zero).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..ir import Attrs, Aval, Graph, Literal, Node, Op, dtypes
+from ..ir.graph import subgraphs
+from ..ir.ops import ELEMENTWISE
 from .c_expr import C_EXPR, CTYPE, HELPERS, REDUCE_IDENTITY, SHORT, Ctx, helper_for, literal
 from .emit import CBody, emit_body, prelude, supports
-from .pixel import ROWS, WHOLE, Partition, RowRegion, partition
+from .pixel import ROWS, WHOLE, Outside, Partition, RowRegion, partition
 
 BASE_OPTIONS = ("--std=c++17", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
 FMAD = {False: "--fmad=false", True: "--fmad=true"}
@@ -93,15 +96,45 @@ class RegionKernel:
 
 
 @dataclass(frozen=True)
+class RunKernel:
+    """A run of elementwise ops outside the regions (one shape; operands of
+    that shape, or scalars broadcast) as one kernel over the flattened
+    elements: the body computes ``nodes``, reads ``inputs`` (graph values,
+    passed contiguous and flat, in the kernel's order: row inputs, then
+    whole ones) and writes ``outputs`` (graph values, in the body's order)."""
+
+    kernel: RegionKernel
+    nodes: tuple[Node, ...]
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class GraphProgram:
+    """How one graph (the top level, or a control-flow body at any depth)
+    runs: its partition, and its steps in run order: a ``RegionKernel``, a
+    ``RunKernel``, or a node the executor runs as a library operation
+    (control flow among them, whose bodies have programs of their own)."""
+
+    graph: Graph
+    partition: Partition
+    steps: tuple
+
+
+@dataclass(frozen=True)
 class CudaModule:
-    """The CUDA source of a graph's row regions and what each kernel runs;
-    the stages between regions run as library operations."""
+    """The CUDA source of a graph's programs: the row regions and runs of
+    elementwise ops of the graph and of every control-flow body it holds,
+    all in one translation unit; ``programs[0]`` is the graph's own, and the
+    stages between kernels run as library operations."""
 
     source: str
     kernels: tuple[RegionKernel, ...]
     partition: Partition
     contract: bool
     options: tuple[str, ...] = field(default=())
+    programs: tuple[GraphProgram, ...] = field(default=())
 
 
 def _pointer_params(body: CBody) -> list[str]:
@@ -134,14 +167,9 @@ def _stem(graph: Graph) -> str:
     return re.sub(r"\W", "_", graph.name) or "f"
 
 
-def _outside_lines(part: Partition) -> str:
-    """A comment naming what runs between the kernels, as library operations."""
-    lines = []
-    for stage in part.stages:
-        if not isinstance(stage, RowRegion):
-            for node in stage.nodes:
-                where = f" @ {node.where}" if node.where else ""
-                lines.append(f"//   %{part.graph.index(node)} {node.op.value}{where}")
+def _outside_lines(lines: list[str]) -> str:
+    """A comment naming what runs between the kernels, as library operations
+    (each line: the body, the node's number in it, its op and source line)."""
     if not lines:
         return ""
     return "// between the kernels, as library operations (not in this file):\n" + \
@@ -156,26 +184,173 @@ def region_partition(graph: Graph) -> Partition:
 
 def cuda_module(graph: Graph, contract: bool = False,
                 part: Partition | None = None) -> CudaModule:
-    """The megakernel's translation unit for ``graph``: one kernel per row
-    region of ``part`` (default: ``region_partition(graph)``). The graph runs
-    as given: a region kernel fuses the whole region, so nothing fuses named
-    forms first, and a ``fused`` node (which only ``cuda-fused`` makes) runs
-    between the kernels."""
-    part = region_partition(graph) if part is None else part
+    """The megakernel's translation unit for ``graph``: a program for the
+    graph and for every control-flow body that runs between its kernels, at
+    any depth (``GraphProgram``): one kernel per row region of each
+    partition (the top level's is ``part``, default
+    ``region_partition(graph)``) and one per run of elementwise ops between
+    them (``elementwise_runs``); a region of elementwise ops whose rows hold
+    several elements runs as a run, one thread per element (``_flat``). A loop runs on the host around its body's
+    launches. The graph runs as given: nothing fuses named forms first, and
+    a ``fused`` node (which only ``cuda-fused`` makes) runs between the
+    kernels."""
     stem = _stem(graph)
-    kernels = []
-    for k, stage in enumerate(part.stages):
-        if isinstance(stage, RowRegion):
-            body = emit_body(f"isk_{stem}_r{k}_point", stage, graph.index, stage.modes,
-                             lanes=False)
-            kernels.append(RegionKernel(f"isk_{stem}_r{k}", body, stage))
+    programs: list[GraphProgram] = []
+    kernels: list[RegionKernel] = []
+    outside: list[str] = []
+    pending = [(graph, region_partition(graph) if part is None else part, "")]
+    seen = {id(graph)}
+    while pending:
+        g, p, tag = pending.pop(0)
+        steps = []
+        for k, stage in enumerate(p.stages):
+            if isinstance(stage, RowRegion) and _flat(stage):
+                steps.append(_run_kernel(f"isk_{stem}{tag}_r{k}", g, list(stage.nodes)))
+                continue
+            if isinstance(stage, RowRegion):
+                body = emit_body(f"isk_{stem}{tag}_r{k}_point", stage, g.index, stage.modes,
+                                 lanes=False)
+                steps.append(RegionKernel(f"isk_{stem}{tag}_r{k}", body, stage))
+                continue
+            for j, step in enumerate(elementwise_runs(g, stage)):
+                if isinstance(step, Node):
+                    steps.append(step)
+                    where = f" @ {step.where}" if step.where else ""
+                    outside.append(f"//   {tag[1:]}{' ' if tag else ''}%{g.index(step)} "
+                                   f"{step.op.value}{where}")
+                    for name, sub in subgraphs(step):
+                        if id(sub.graph) in seen:
+                            continue
+                        seen.add(id(sub.graph))
+                        pending.append((sub.graph, region_partition(sub.graph),
+                                        f"{tag}_n{g.index(step)}{_attr_tag(name)}"))
+                else:
+                    steps.append(_run_kernel(f"isk_{stem}{tag}_s{k}_e{j}", g, step))
+        programs.append(GraphProgram(g, p, tuple(steps)))
+        kernels += [s.kernel if isinstance(s, RunKernel) else s for s in steps
+                    if not isinstance(s, Node)]
     parts = [_header([k.name for k in kernels], f"Graph {graph.name}", contract), PRELUDE,
-             "\n", _outside_lines(part), prelude([h for k in kernels for h in k.body.helpers]),
+             "\n", _outside_lines(outside), prelude([h for k in kernels for h in k.body.helpers]),
              device_data(d for k in kernels for d in k.body.data)]
     for kernel in kernels:
         parts += [kernel.body.function, "\n", region_wrapper(kernel.body, kernel.name), "\n"]
     source = record("".join(parts).rstrip("\n") + "\n")
-    return CudaModule(source, tuple(kernels), part, bool(contract), nvrtc_options(contract))
+    return CudaModule(source, tuple(kernels), programs[0].partition, bool(contract),
+                      nvrtc_options(contract), tuple(programs))
+
+
+def _attr_tag(name: str) -> str:
+    """A body's attribute name as part of a C identifier (``branches[1]``: ``branches1``)."""
+    return "_" + re.sub(r"\W", "", name)
+
+
+# --- runs of elementwise ops between the regions -------------------------------------------
+
+RUN_MIN_OPS = 2
+"""A run computes at least this many ops (scalar broadcasts not counted);
+a lone op runs as the eager kernel of its op, which is the same kernel."""
+
+
+def _run_member(node: Node) -> bool:
+    """Whether ``node`` can join a run: an elementwise op of more than one
+    element whose operands all have its shape, or a broadcast of a scalar,
+    that the emitter can write."""
+    if node.several or math.prod(node.shape) < 2:
+        return False
+    if node.op is Op.BROADCAST:
+        return node.inputs[0].aval.ndim == 0
+    return (node.op in ELEMENTWISE and all(x.shape == node.shape for x in node.inputs)
+            and supports(node, (ROWS,) * len(node.inputs)))
+
+
+def elementwise_runs(graph: Graph, stage: Outside) -> list:
+    """The nodes of ``stage`` in run order, each run of elementwise ops of
+    one shape gathered into a list: a run stays open while no other node
+    reads its values, takes every later elementwise node of its shape, and
+    is placed where it closes (before the first other node that reads it,
+    or at the stage's end), after every operand of its nodes. A run of
+    fewer than ``RUN_MIN_OPS`` ops gives its nodes back one by one."""
+    steps: list = []
+    open_runs: dict[tuple, list[Node]] = {}
+    run_of: dict[Node, list[Node]] = {}
+
+    def close(run: list[Node]) -> None:
+        del open_runs[run[0].shape]
+        counted = sum(n.op is not Op.BROADCAST for n in run)
+        steps.extend([run] if counted >= RUN_MIN_OPS else run)
+
+    for node in stage.nodes:
+        joins = _run_member(node)
+        for x in node.inputs:
+            run = run_of.get(x)
+            if run is not None and open_runs.get(run[0].shape) is run and not (
+                    joins and x.shape == node.shape):
+                close(run)
+        if not joins:
+            steps.append(node)
+            continue
+        run = open_runs.setdefault(node.shape, [])
+        run.append(node)
+        run_of[node] = run
+    for run in list(open_runs.values()):
+        close(run)
+    return steps
+
+
+def _flat(region: RowRegion) -> bool:
+    """Whether ``region`` runs better as a run over its elements: rows of
+    several elements, every node elementwise on operands of its own shape
+    (or a broadcast scalar), so one thread per element does the same
+    arithmetic with more threads."""
+    if not all(_run_member(n) for n in region.nodes):
+        return False
+    shapes = {n.shape for n in region.nodes}
+    return len(shapes) == 1 and math.prod(next(iter(shapes))[1:]) > 1
+
+
+def _run_kernel(name: str, graph: Graph, run: list[Node]) -> RunKernel:
+    """The kernel of one run: its nodes over the flattened elements, values
+    from outside read as flat rows (or whole, for broadcast scalars), every
+    node that a later step or the caller reads written out."""
+    size = math.prod(run[0].shape)
+    members = set(run)
+    new: dict[Node, Node] = {}
+    row_inputs: dict[Node, Node] = {}
+    whole_inputs: dict[Node, Node] = {}
+    modes = {}
+    for node in run:
+        operands = []
+        for x in node.inputs:
+            if x in members:
+                operands.append(new[x])
+                continue
+            found = whole_inputs if x.aval.ndim == 0 else row_inputs
+            if x not in found:
+                aval = Aval(() if x.aval.ndim == 0 else (size,), x.dtype, x.aval.weak)
+                found[x] = _input(aval, len(row_inputs) + len(whole_inputs))
+            operands.append(found[x])
+        attrs = Attrs({"shape": (size,), "dims": ()}) if node.op is Op.BROADCAST else node.attrs
+        new[node] = Node(node.op, tuple(operands), attrs,
+                         Aval((size,), node.dtype, node.aval.weak), node.where)
+        modes[new[node]] = (WHOLE,) if node.op is Op.BROADCAST else (ROWS,) * len(operands)
+    read_later = _read_outside(graph, members)
+    outputs = tuple(n for n in run if n in read_later)
+    region = RowRegion(tuple(new[n] for n in run), modes, tuple(row_inputs.values()),
+                       tuple(whole_inputs.values()), tuple(new[n] for n in outputs))
+    numbers = {n: i for i, n in enumerate((*region.row_inputs, *region.whole_inputs,
+                                          *region.nodes))}
+    body = emit_body(f"{name}_point", region, numbers.__getitem__, modes, lanes=False)
+    return RunKernel(RegionKernel(name, body, region), tuple(run),
+                     (*row_inputs, *whole_inputs), outputs, size)
+
+
+def _read_outside(graph: Graph, members: set) -> set[Node]:
+    """The members some node outside the run, or the caller, reads."""
+    found = {x for x in graph.outputs if x in members}
+    for node in graph.nodes:
+        if node not in members:
+            found.update(x for x in node.inputs if x in members)
+    return found
 
 
 def device_data(data) -> str:

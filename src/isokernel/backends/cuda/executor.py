@@ -352,6 +352,7 @@ class DeviceExecutor:
         self._trees: dict = {}
         self._cache: dict = {}  # halving kernels, textures, fused-form kernels
         self.uploads = self.forms_as_kernels = self.forms_as_composition = 0
+        self.bodies: dict = {}  # id(body graph) -> run(args), for the bodies compiled whole
 
     def elementwise(self, node, kinds):
         operands = tuple(x.dtype for x in node.inputs)
@@ -437,8 +438,13 @@ class DeviceExecutor:
         return CUPY[node.op](self, node, *(self.value(x, env) for x in node.inputs))
 
     def run_graph(self, graph, args) -> list:
-        """A closed sub-graph (a region's body) on the device, every node by
-        its ``CUPY`` rule."""
+        """A closed sub-graph (a loop's or branch's body, a fused form's) on
+        the device: by its program where the executable compiled one
+        (``bodies``: ``cuda-megakernel``'s kernels), else every node by its
+        ``CUPY`` rule."""
+        program = self.bodies.get(id(graph))
+        if program is not None:
+            return program(args)
         env = dict(zip(graph.inputs, args))
         for node in graph.nodes:
             if node not in env:

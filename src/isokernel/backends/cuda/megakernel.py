@@ -19,6 +19,7 @@ shape; a kernel that cannot take it is refused with its limit).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from ...ir import Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
-from ..liveness import drop, staged_release
+from ..liveness import drop
 from ..numerics import CUDA_ULP_BOUND
 from ..planning import NodePlan, Plan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
@@ -53,19 +54,24 @@ class RegionPlan(NodePlan):
 
 def plan_regions(graph, profile: Profile, options: dict) -> RegionPlan:
     """The planner: the region partition, made once, and each node's capsule:
-    inside a region the generated kernel's (``cuda-region-fma`` with
+    inside a region or a run of elementwise ops the generated kernel's (``cuda-region-fma`` with
     ``fma=True``), between regions the eager kernel's."""
     part = cg.region_partition(graph)
     inside = frozenset(n for r in part.regions for n in r.nodes)
+    inside |= {n for stage in part.stages if not isinstance(stage, RowRegion)
+               for run in cg.elementwise_runs(graph, stage) if isinstance(run, list)
+               for n in run}
     provider = PROVIDER_FMA if options.get("fma") else PROVIDER
     bound = node_plan(graph, profile, inside=inside, region_provider=provider)
     return RegionPlan(graph, profile, bound.capsules, bound.by_node, part)
 
 
 class CudaMegakernelExecutable(ExecutableBase):
-    """Runs the plan's partition: each row region as one kernel, the rest as
-    ``cuda-eager`` does. Given a plan without a partition (``planning.plan``'s),
-    it partitions the graph itself."""
+    """Runs the module's programs: the graph's, and a control-flow body's
+    each time its loop or branch runs it (``DeviceExecutor.bodies``), step
+    by step: a region or a run of elementwise ops as one kernel, every
+    other node as ``cuda-eager`` runs it. Given a plan without a partition
+    (``planning.plan``'s), it partitions the graph itself."""
 
     def __init__(self, plan: Plan, fma: bool = False, block_size: int | None = None,
                  runtime=None, device: int | None = None, reductions: str = "reference"):
@@ -82,43 +88,65 @@ class CudaMegakernelExecutable(ExecutableBase):
         self.ex = DeviceExecutor(self.graph, runtime, device, reductions)
         self.kernels = (self.ex.rt.region_kernels(self.module, block_size)
                         if self.module.kernels else {})
-        for name, kernel in self.kernels.items():
-            if name != "_built":
-                kernel.grid_block(self.partition.pixels)  # a fixed block_size must fit now
-        self._by_stage = {id(k.region): k for k in self.module.kernels}
-        self._release = staged_release(self.partition)
+        self._rows = {}
+        for program in self.module.programs:
+            for step in program.steps:
+                if isinstance(step, cg.RegionKernel):
+                    self._rows[step.name] = program.partition.pixels
+                elif isinstance(step, cg.RunKernel):
+                    self._rows[step.kernel.name] = step.size
+        for name, rows in self._rows.items():
+            self.kernels[name].grid_block(rows)  # a fixed block_size must fit now
+        self._release = {id(p.graph): _release(p) for p in self.module.programs}
+        self.ex.bodies = {id(p.graph): functools.partial(self._run_body, p)
+                          for p in self.module.programs[1:]}
         super().__init__(plan)
 
     def call_flat(self, arrays: Sequence) -> tuple:
         ex = self.ex
         with ex.rt.activate():
             env = dict(zip(self.graph.inputs, ex.bring(arrays)))
-            for stage, release in zip(self.partition.stages, self._release):
-                if isinstance(stage, RowRegion):
-                    self._run_region(stage, env)
-                    drop(env, release[0])
-                    continue
-                for node, dead in zip(stage.nodes, release):  # each value after its last reader
-                    env[node] = ex.run_node(node, env)
-                    drop(env, dead)
+            self._run(self.module.programs[0], env)
             return tuple(ex.value(x, env) for x in self.graph.outputs)
 
-    def _run_region(self, region: RowRegion, env: dict) -> None:
-        kernel = self._by_stage[id(region)]
-        outs = run_region(self.ex, kernel, self.kernels, lambda x: self.ex.value(x, env),
-                          self.partition.pixels)
-        env.update(zip(kernel.body.outputs, outs))
+    def _run_body(self, program: cg.GraphProgram, args) -> list:
+        env = dict(zip(program.graph.inputs, args))
+        self._run(program, env)
+        return [self.ex.value(x, env) for x in program.graph.outputs]
+
+    def _run(self, program: cg.GraphProgram, env: dict) -> None:
+        ex = self.ex
+        value = lambda x: ex.value(x, env)  # noqa: E731
+        for step, dead in zip(program.steps, self._release[id(program.graph)]):
+            if isinstance(step, cg.RegionKernel):
+                outs = run_region(ex, step, self.kernels, value, program.partition.pixels)
+                env.update(zip(step.body.outputs, outs))
+            elif isinstance(step, cg.RunKernel):
+                given = dict(zip(step.kernel.body.row_inputs, step.inputs))
+                given.update(zip(step.kernel.body.whole_inputs,
+                                 step.inputs[len(given):]))
+                outs = run_region(ex, step.kernel, self.kernels,
+                                  lambda b: ex.rt.contiguous(value(given[b])).reshape(-1),
+                                  step.size)
+                env.update((x, out.reshape(x.shape)) for x, out in zip(step.outputs, outs))
+            else:
+                env[step] = ex.run_node(step, env)
+            drop(env, dead)
 
     def source(self) -> str:
         return self.module.source
 
     def report_lines(self) -> list[tuple[str, str]]:
-        lines = device_report_lines(self.ex, len(self.module.kernels), "region")
+        programs = self.module.programs
+        runs = sum(isinstance(s, cg.RunKernel) for p in programs for s in p.steps)
+        lines = device_report_lines(self.ex, len(self.module.kernels),
+                                    f"region and run ({runs} run(s) of elementwise ops; "
+                                    f"{len(programs) - 1} loop or branch bod(ies) with "
+                                    f"programs of their own, run between launches)")
         shapes = []
-        for name, kernel in self.kernels.items():
-            if name == "_built":
-                continue
-            grid, block = kernel.grid_block(self.partition.pixels)
+        for name, rows in self._rows.items():
+            kernel = self.kernels[name]
+            grid, block = kernel.grid_block(rows)
             shapes.append(f"{name}: {block} threads/block (limit {kernel.max_threads_per_block}"
                           f", {kernel.registers} registers), grid {grid}")
         contraction = ("on: --fmad=true, NVRTC may fuse a*b+c into FMA; bits differ from "
@@ -132,6 +160,25 @@ class CudaMegakernelExecutable(ExecutableBase):
                   ("launch", "; ".join(shapes) or "no region kernel (nothing row-local)"),
                   ("cubin", cubin)]
         return lines
+
+
+def _release(program: cg.GraphProgram) -> list[list]:
+    """For each step of ``program``, the values that die once it has run
+    (never the graph's inputs or outputs)."""
+    last = {}
+    for i, step in enumerate(program.steps):
+        if isinstance(step, cg.RegionKernel):
+            reads = (*step.region.row_inputs, *step.region.whole_inputs)
+        else:  # a run's inputs, or a node's operands
+            reads = step.inputs
+        for x in reads:
+            last[x] = i
+    keep = {*program.graph.inputs, *program.graph.outputs}
+    dead: list[list] = [[] for _ in program.steps]
+    for x, i in last.items():
+        if x not in keep and x.op is not Op.CONST:
+            dead[i].append(x)
+    return dead
 
 
 def _policy(op: Op, fma: bool) -> NumericalPolicy:

@@ -245,6 +245,31 @@ def test_a_long_fused_run_splits_over_threads_with_the_same_bits():
     assert not small.executable.program.parallel
 
 
+@pytest.mark.parametrize("n", [emitter.SPLIT_SUM_MIN + 12_345, (1 << 20) + 77])
+def test_a_long_sum_splits_its_pairwise_tree_over_threads_with_numpys_bits(n):
+    """A sum with one output of at least SPLIT_SUM_MIN elements: the subtrees
+    of NumPy's pairwise recursion on the workers, added back in its order, so
+    any worker count gives np.sum's bits; beyond WHOLE_MAX_REDUCED such a sum
+    no longer keeps the staged plan. (The draw is a fused run split over the
+    same workers: its slices start at multiples of SPLIT_ALIGN, so libmvec's
+    vector and scalar calls fall on the same elements for every count.)"""
+    import isokernel.random as rnd
+
+    def f(k):
+        z = rnd.normal(k, (n,))
+        return inp.sum(z * z), z
+    key = rnd.key(3)
+    compiled = {w: ik.jit(f, strategy="native", workers=w).lower(key).compile()
+                for w in (1, 2, 3, 4)}
+    for w, c in compiled.items():
+        assert c.executable.program.parallel and f"isk_workers = {w};" in c.source()
+        assert "isk_pairwise_sum_split_float64(" in c.source()
+        total, z = c(key)
+        assert total == np.sum(z * z)  # NumPy's pairwise order, every bit
+    same_bits(compiled[1](key), compiled[4](key))
+    assert "sums of one output" in dict(compiled[2].report().extra)["program"]
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 40), st.lists(st.integers(0, 6), min_size=1, max_size=4),
        st.floats(-2.0, 2.0))

@@ -112,8 +112,9 @@ class WholeProgram:
     inputs, constants, the arena (``scratch`` bytes, ``ALIGN``-aligned),
     outputs; ``stop`` the call's stop flag or NULL. ``polls``: a program of
     at least ``WATCHED_WORK`` iterations, whose calls a Ctrl-C should reach
-    (``backends.cpu.pool.interruptible``). ``parallel``: fused runs long
-    enough to split over threads (``PARALLEL``)."""
+    (``backends.cpu.pool.interruptible``). ``parallel``: fused runs or
+    single sums long enough to split over threads (``PARALLEL``,
+    ``PAIRWISE_SPLIT``)."""
     source: str
     function: str
     inputs: tuple[Node, ...]
@@ -121,7 +122,7 @@ class WholeProgram:
     outputs: tuple[Node, ...]
     scratch: int
     polls: bool = False
-    parallel: bool = False  # long fused runs split over the workers written into it
+    parallel: bool = False  # work split over the workers written into it
     blas: bool = False  # calls the vendor BLAS: ``{function}_blas(dgemm, sgemm)`` sets it
 
 
@@ -210,8 +211,10 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
         prelude(called_helpers(text + "\n".join(outlined), HOST_HELPERS), host=True),
         *pairwise_helpers(text),
         *tables,
-        PARALLEL.format(workers=max(1, min(64, workers)), minimum=PARALLEL_MIN)
-        if outlined else "",
+        PARALLEL.format(workers=max(1, min(64, workers)), minimum=PARALLEL_MIN,
+                        align=SPLIT_ALIGN)
+        if outlined or "isk_pairwise_sum_split_" in text else "",
+        *split_sum_helpers(text),
         BLAS.format(function=function) if "isk_dgemm(" in text or "isk_sgemm(" in text
         else "",
         *outlined,
@@ -225,7 +228,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     work = sum(iterations(node) for node in graph.nodes)
     loops = any(node.op in CONTROL for node in graph.nodes)
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
-                        scratch, loops or work >= WATCHED_WORK, bool(outlined),
+                        scratch, loops or work >= WATCHED_WORK,
+                        bool(outlined) or "isk_pairwise_sum_split_" in text,
                         "isk_dgemm(" in text or "isk_sgemm(" in text)
 
 
@@ -1102,6 +1106,10 @@ PAIRWISE = """static {t} isk_pairwise_sum_{s}(const {t} *a, int64_t n, int64_t s
 
 
 PARALLEL_MIN = 1 << 18
+SPLIT_ALIGN = 64
+"""Slices of a split run start at multiples of this many elements (a
+multiple of every vector length), so each element takes the same vector
+or scalar path through libmvec as in the unsplit loop."""
 """A fused run of at least this many elements, read and written along one
 merged axis, runs split over the program's workers (``PARALLEL``): each
 element is computed alone, so the bits do not depend on the split."""
@@ -1123,20 +1131,23 @@ static void *isk_task_main(void *p)
     t->fpe = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
     return NULL;
 }}
-/* fn over [0, n) in isk_workers nearly equal slices: the first on this
-   thread, the others on threads of their own (joined here); their
-   floating-point flags are raised here too. A thread that cannot start
-   leaves its slice to this one. */
-static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void *ctx, int64_t n)
+/* fn over [0, n) in isk_workers nearly equal slices, each starting at a
+   multiple of `align`: the first on this thread, the others on threads of
+   their own (joined here); their floating-point flags are raised here too.
+   A thread that cannot start leaves its slice to this one. */
+static void isk_split(void (*fn)(const void *, int64_t, int64_t), const void *ctx, int64_t n,
+                      int64_t align)
 {{
     const int k = isk_workers;
-    if (k < 2 || n < {minimum})
+    if (k < 2)
         {{ fn(ctx, 0, n); return; }}
     isk_task tasks[64];
     pthread_t threads[64];
     int started[64] = {{0}};
     for (int w = 0; w < k; w++) {{
-        tasks[w] = (isk_task){{fn, ctx, n * w / k, n * (w + 1) / k, isk_stop_flag, 0}};
+        const int64_t begin = w == 0 ? 0 : n * w / k / align * align;
+        const int64_t end = w == k - 1 ? n : n * (w + 1) / k / align * align;
+        tasks[w] = (isk_task){{fn, ctx, begin, end, isk_stop_flag, 0}};
         if (w > 0)
             started[w] = pthread_create(&threads[w], NULL, isk_task_main, &tasks[w]) == 0;
     }}
@@ -1150,13 +1161,74 @@ static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void 
         }}
     }}
 }}
+/* the same over a fused run of at least {minimum} elements (else on this
+   thread), cut at multiples of {align} elements: every slice but the last
+   runs whole vectors, and the last ends where the unsplit loop ends, so the
+   vector and scalar math calls fall on the same elements for any split */
+static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void *ctx, int64_t n)
+{{
+    if (n < {minimum})
+        {{ fn(ctx, 0, n); return; }}
+    isk_split(fn, ctx, n, {align});
+}}
 """
+
+PAIRWISE_SPLIT = """typedef struct {{ const {t} *a; int64_t step; const int64_t *off, *len; {t} *sums; }}
+    isk_psum_{s}_ctx;
+static void isk_psum_{s}_leaves(const void *p, int64_t begin, int64_t end)
+{{
+    const isk_psum_{s}_ctx *c = (const isk_psum_{s}_ctx *)p;
+    for (int64_t j = begin; j < end; j++)
+        c->sums[j] = isk_pairwise_sum_{s}(c->a + c->off[j] * c->step, c->len[j], c->step);
+}}
+/* isk_pairwise_sum_{s} with the top levels of its recursion split over the
+   workers: the subtrees it would recurse into, each summed on a thread by
+   the same function, then added back pairwise in its order: its bits. */
+static {t} isk_pairwise_sum_split_{s}(const {t} *a, int64_t n, int64_t step)
+{{
+    int depth = 0;
+    while (depth < 6 && (2 << depth) <= isk_workers)
+        depth++;
+    if (depth == 0 || n < ((int64_t){block} << (depth + 2)))
+        return isk_pairwise_sum_{s}(a, n, step);
+    int64_t off[64] = {{0}}, len[64] = {{n}};
+    for (int d = 0; d < depth; d++)  /* every leaf split where the recursion splits it */
+        for (int j = (1 << d) - 1; j >= 0; j--) {{
+            const int64_t o = off[j], l = len[j];
+            int64_t half = l / 2;
+            half -= half % 8;
+            off[2 * j] = o;
+            len[2 * j] = half;
+            off[2 * j + 1] = o + half;
+            len[2 * j + 1] = l - half;
+        }}
+    {t} sums[64];
+    const isk_psum_{s}_ctx c = {{a, step, off, len, sums}};
+    isk_split(isk_psum_{s}_leaves, &c, (int64_t)1 << depth, 1);
+    for (int d = depth; d > 0; d--)
+        for (int j = 0; j < (1 << (d - 1)); j++)
+            sums[j] = sums[2 * j] + sums[2 * j + 1];
+    return sums[0];
+}}
+"""
+"""A long single pairwise sum split over the workers (``_reduce``)."""
+SPLIT_SUM_MIN = 1 << 18
+"""A sum with one output over at least this many elements splits its
+pairwise recursion over the workers (``PAIRWISE_SPLIT``)."""
 
 
 def pairwise_helpers(text: str) -> list[str]:
     """The pairwise-sum helpers ``text`` calls."""
     return [PAIRWISE.format(t=CTYPE[dt], s=str(dt), block=PAIRWISE_BLOCK)
-            for dt in (dtypes.float32, dtypes.float64) if f"isk_pairwise_sum_{dt}(" in text]
+            for dt in (dtypes.float32, dtypes.float64) if f"isk_pairwise_sum_{dt}(" in text
+            or f"isk_pairwise_sum_split_{dt}(" in text]
+
+
+def split_sum_helpers(text: str) -> list[str]:
+    """The split pairwise sums ``text`` calls (after ``PARALLEL``)."""
+    return [PAIRWISE_SPLIT.format(t=CTYPE[dt], s=str(dt), block=PAIRWISE_BLOCK)
+            for dt in (dtypes.float32, dtypes.float64)
+            if f"isk_pairwise_sum_split_{dt}(" in text]
 
 
 def _pairwise_run(node: Node, x: _Read) -> tuple[int, int] | None:
@@ -1181,6 +1253,22 @@ def _pairwise_run(node: Node, x: _Read) -> tuple[int, int] | None:
     return n, step if step is not None else 1
 
 
+def pairwise_form(node: Node) -> bool:
+    """Whether ``node`` is a float sum over trailing axes of a value read
+    in C order (through reshapes only): its emitted form is NumPy's pairwise
+    sum (``_pairwise_run``, vectorized, split over the workers for one
+    output), as fast as NumPy's at any size."""
+    if node.op is not Op.REDUCE_SUM or node.dtype not in dtypes.FLOATS:
+        return False
+    shape, axes = node.inputs[0].shape, sorted(node.attrs["axes"])
+    if not axes or axes != list(range(len(shape) - len(axes), len(shape))):
+        return False
+    x = node.inputs[0]
+    while x.op is Op.RESHAPE:
+        x = x.inputs[0]
+    return x.op not in COPIES
+
+
 def _reduce(node: Node, out: str, x: _Read) -> list[str]:
     """Each output starts at the fold's first value; the operand is then
     walked in its row-major order (each output's elements in order). A float
@@ -1193,6 +1281,9 @@ def _reduce(node: Node, out: str, x: _Read) -> list[str]:
         n, step = run
         zero = literal(0.0, node.dtype)
         outer = [d for d in range(len(shape)) if d not in axes]
+        if node.aval.size == 1 and n >= SPLIT_SUM_MIN:
+            return [f"        {out}[0] = {zero} + isk_pairwise_sum_split_{node.dtype}("
+                    f"{x.name} + {x.offset}, {n}, {step});"]
         return _nest([shape[d] for d in outer],
                      [(_strides([shape[d] for d in outer]), 0),
                       ([x.strides[d] for d in outer], x.offset)],

@@ -46,7 +46,7 @@ import numpy as np
 
 from ... import codegen
 from ...codegen.pixel import ROW_RULES, Outside, Partition, RowRegion, partition, row_modes
-from ...codegen.whole import gemm_form
+from ...codegen.whole import gemm_form, pairwise_form
 from ...codegen.whole import iterations as whole_iterations
 from ...codegen.whole import unsupported as whole_unsupported
 from ...ir import Graph, Op
@@ -89,9 +89,11 @@ def _supports(node, modes) -> bool:
 
 
 WHOLE_MAX_REDUCED = 1 << 20
-"""The most elements one reduction of a program compiled whole may read: its
-sequential fold runs at one addition per cycle or so, where NumPy's pairwise
-sum vectorizes; a larger one keeps the staged plan (NumPy's order)."""
+"""The most elements one reduction of a program compiled whole may read in
+its sequential fold (one addition per cycle or so, where NumPy's pairwise
+sum vectorizes); a larger one keeps the staged plan (NumPy's order). A
+float sum in pairwise form (``codegen.whole.pairwise_form``) has no cap: it
+is NumPy's sum, split over the workers when it has one output."""
 WHOLE_MAX_PRODUCTS = 1 << 24
 """The most multiply-adds one contraction of a program compiled whole may
 take in its own loops (about 5 ms in the register-blocked loops); a larger
@@ -125,7 +127,8 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
         return "deterministic reductions: pixel-axis reductions run in the tree order"
     for node in graph.nodes:
         why = whole_unsupported(node)
-        if why is None and node.op in REDUCE and node.inputs[0].aval.size > WHOLE_MAX_REDUCED:
+        if why is None and node.op in REDUCE and node.inputs[0].aval.size > WHOLE_MAX_REDUCED \
+                and not pairwise_form(node):
             why = f"reads {node.inputs[0].aval.size} elements (> {WHOLE_MAX_REDUCED})"
         if why is None and node.op is Op.DOT_GENERAL and \
                 whole_iterations(node) > WHOLE_MAX_PRODUCTS and \

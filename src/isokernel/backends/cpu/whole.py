@@ -47,6 +47,7 @@ from ...codegen.whole import (
     BLAS_MIN,
     OPS,
     PARALLEL_MIN,
+    SPLIT_SUM_MIN,
     POINTWISE,
     WholeUnsupported,
     emit_whole,
@@ -146,8 +147,9 @@ class WholeExecutable(ExecutableBase):
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
         built = f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})"
-        runs = (f"; fused runs of >= {PARALLEL_MIN} elements split over {self.workers} "
-                f"threads ({self.workers_source}), the same bits for any split"
+        runs = (f"; fused runs of >= {PARALLEL_MIN} elements and sums of one output over "
+                f">= {SPLIT_SUM_MIN} split over {self.workers} threads "
+                f"({self.workers_source}), the same bits for any split"
                 if self.program.parallel else "")
         return [("program", "the whole graph as one C function on the calling thread; "
                             "reductions and contractions in a fixed sequential order" + runs),

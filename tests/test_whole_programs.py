@@ -323,3 +323,115 @@ def test_a_large_matrix_product_calls_the_vendor_blas(dtype, form):
     same_bits(compiled(a, b), got)
     small = compiled_whole(lambda a, b: a @ b, a[:8, :8], b[:8, :8])
     assert "gemm(" not in small.source()
+
+
+# ------------------------------------------------------- factorizations and solves
+
+def _within(got, want, bound=1e3):
+    """Within ``bound`` eps of each output's largest magnitude (the vendor
+    contract: n·eps-bounded), with the same NaN positions."""
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert np.array_equal(np.isnan(g), np.isnan(w))
+        if g.dtype.kind == "f":
+            scale = np.max(np.abs(np.nan_to_num(w)), initial=1.0)
+            assert np.max(np.abs(np.nan_to_num(g - w)), initial=0.0) <= \
+                bound * np.finfo(g.dtype).eps * scale
+        else:
+            assert np.array_equal(g, w)
+
+
+def _vendor_called(compiled, *names):
+    source = compiled.source()
+    assert all(f"isk_{name}(" in source for name in names), names
+    assert "LU and Cholesky" in dict(compiled.report().extra)["blas"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lu_solve_and_det_call_the_vendor_lapack_inside_the_program(dtype):
+    """``lu_factor`` (packed factors, 0-based pivots), ``solve`` and ``det``
+    of a batch of 20x20 matrices: LAPACKE's row-major getrf and CBLAS's trsm
+    in the one C program, within the vendor's n·eps bound of the reference's
+    getrf by halves, the pivots equal. Matrices below LAPACK_MIN keep the
+    staged plan, which runs the reference's own unblocked getrf: its bits."""
+    import isokernel.scipy.linalg as sl
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((3, 20, 20)) + 4 * np.eye(20)).astype(dtype)
+    b = rng.standard_normal((3, 20, 5)).astype(dtype)
+
+    def f(a, b):
+        lu, piv = sl.lu_factor(a[1])
+        return lu, piv, inp.linalg.solve(a, b) * 2.0, inp.linalg.det(a)
+    compiled = compiled_whole(f, a, b, strategy=None)
+    _vendor_called(compiled, "sgetrf" if dtype == np.float32 else "dgetrf",
+                   "strsm" if dtype == np.float32 else "dtrsm")
+    _within(compiled(a, b), ik.jit(f, strategy="reference")(a, b))
+    small = ik.jit(f).lower(a[:, :6, :6], b[:, :6]).compile()
+    assert "below 17" in dict(small.report().extra)["program"]
+    same_bits(small(a[:, :6, :6], b[:, :6]),
+              ik.jit(f, strategy="reference")(a[:, :6, :6], b[:, :6]))
+
+
+def test_cholesky_gives_nan_for_a_matrix_that_is_not_positive_definite():
+    rng = np.random.default_rng(12)
+    m = rng.standard_normal((4, 19, 19))
+    spd = m @ np.swapaxes(m, -1, -2) + 0.5 * np.eye(19)
+    spd[2] -= 80 * np.eye(19)  # no longer positive definite: that factor is NaN
+
+    def f(s):
+        return inp.linalg.cholesky(s) + 0.0
+    compiled = compiled_whole(f, spd)
+    _vendor_called(compiled, "dpotrf")
+    got = compiled(spd)
+    assert np.isnan(got[2]).all() and not np.isnan(got[[0, 1, 3]]).any()
+    assert (np.triu(got[0], 1) == 0).all()
+    _within(got, ik.jit(f, strategy="reference")(spd))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose_a", [True, False])
+@pytest.mark.parametrize("unit_diagonal", [True, False])
+def test_triangular_solves_read_one_triangle_of_a_strided_matrix(lower, transpose_a,
+                                                                 unit_diagonal):
+    """Every flag of ``solve_triangular``, with the matrix a transposed view
+    (copied to a contiguous temporary for trsm) and the other triangle full
+    of values the solve must not read."""
+    import isokernel.scipy.linalg as sl
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((2, 24, 24)) + 6 * np.eye(24)
+    b = rng.standard_normal((2, 24, 3))
+
+    def f(a, b):
+        at = inp.swapaxes(a, -1, -2) * 1.0 if lower else inp.swapaxes(a, -1, -2)
+        return sl.solve_triangular(at, b, lower=lower, trans=1 if transpose_a else 0,
+                                   unit_diagonal=unit_diagonal)
+    compiled = compiled_whole(f, a, b)
+    _vendor_called(compiled, "dtrsm")
+    _within(compiled(a, b), ik.jit(f, strategy="reference")(a, b))
+
+
+def test_newton_steps_with_a_solve_in_a_loop_and_the_gradient_of_a_solve():
+    """A Newton iteration whose Jacobian is solved in each step of a
+    ``fori_loop`` (the LAPACK calls inside the C loop), and ``grad`` of a
+    solve (triangular solves with the transposed factors): one C program."""
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((24, 24)) + 8 * np.eye(24)
+    y = rng.standard_normal(24)
+
+    def newton(x0):
+        def step(_, x):
+            residual = a @ x + 0.1 * x ** 3 - y
+            jacobian = a + inp.diag(0.3 * x ** 2)
+            return x - inp.linalg.solve(jacobian, residual)
+        return ik.fori_loop(0, 6, step, x0)
+
+    def loss(m):
+        return inp.sum(inp.linalg.solve(m, y) ** 2)
+    x0 = np.zeros(24)
+    compiled = compiled_whole(newton, x0, strategy=None)
+    _vendor_called(compiled, "dgetrf")
+    got = compiled(x0)
+    _within(got, ik.jit(newton, strategy="reference")(x0))
+    assert np.max(np.abs(a @ got + 0.1 * got ** 3 - y)) < 1e-12  # converged
+    grad = compiled_whole(ik.grad(loss), a, strategy=None)
+    _within(grad(a), ik.jit(ik.grad(loss), strategy="reference")(a), bound=1e4)

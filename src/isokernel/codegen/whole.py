@@ -54,7 +54,15 @@ CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.COND, Op.CHECKPOINT})
 a counted loop, ``while`` (one predicate for the whole carry) a loop on it,
 ``cond`` an if/else chain on the clamped index, ``checkpoint`` its body once;
 their results are read by ``get`` nodes."""
-OPS = (POINTWISE | REDUCE | COPIES | CONTROL
+LAPACK = frozenset({Op.LU, Op.CHOLESKY, Op.TRIANGULAR_SOLVE})
+"""Factorizations and solves the vendor library computes inside a whole
+program (``emit_whole(blas=True)``), one matrix at a time: LAPACKE's
+row-major ``?getrf`` and ``?potrf``, CBLAS's ``?trsm``."""
+LAPACK_MIN = 17
+"""The smallest matrix order the vendor factorizes or solves inside a whole
+program. Up to 16 the reference's own getrf is unblocked (``ir.eval._getf2``)
+and ``native`` keeps its bits by running it staged."""
+OPS = (POINTWISE | REDUCE | COPIES | CONTROL | LAPACK
        | {Op.RESHAPE, Op.CONCATENATE, Op.PAD, Op.DOT_GENERAL, Op.GET})
 """The ops ``emit_whole`` writes (an op's dtype may still have no C form:
 ``unsupported`` says)."""
@@ -85,12 +93,30 @@ BLAS = """static void (*isk_dgemm)(int, int, int, int, int, int, double, const d
                           const double *, int, double, double *, int);
 static void (*isk_sgemm)(int, int, int, int, int, int, float, const float *, int,
                           const float *, int, float, float *, int);
-void {function}_blas(void *d, void *s)
-{{  /* cblas_dgemm and cblas_sgemm of the vendor BLAS, set once per executable */
-    isk_dgemm = d;
-    isk_sgemm = s;
+static int (*isk_dgetrf)(int, int, int, double *, int, int32_t *);
+static int (*isk_sgetrf)(int, int, int, float *, int, int32_t *);
+static int (*isk_dpotrf)(int, char, int, double *, int);
+static int (*isk_spotrf)(int, char, int, float *, int);
+static void (*isk_dtrsm)(int, int, int, int, int, int, int, double, const double *, int,
+                         double *, int);
+static void (*isk_strsm)(int, int, int, int, int, int, int, float, const float *, int,
+                         float *, int);
+void {function}_blas(void **p)
+{{  /* the vendor library's cblas_?gemm, LAPACKE_?getrf, LAPACKE_?potrf and
+       cblas_?trsm, set once per executable */
+    isk_dgemm = p[0];
+    isk_sgemm = p[1];
+    isk_dgetrf = p[2];
+    isk_sgetrf = p[3];
+    isk_dpotrf = p[4];
+    isk_spotrf = p[5];
+    isk_dtrsm = p[6];
+    isk_strsm = p[7];
 }}
 """
+VENDOR_CALLS = ("cblas_dgemm", "cblas_sgemm", "LAPACKE_dgetrf", "LAPACKE_sgetrf",
+                "LAPACKE_dpotrf", "LAPACKE_spotrf", "cblas_dtrsm", "cblas_strsm")
+"""The vendor functions ``{function}_blas`` takes, in its order."""
 POLL_WORK = 1 << 16
 """Most iterations of a nest between two reads of the stop flag (about
 0.1 ms of work); smaller nests read it only between parts."""
@@ -130,7 +156,7 @@ def unsupported(node: Node) -> str | None:
     """Why ``emit_whole`` cannot write ``node``, or None."""
     if node.op in (Op.INPUT, Op.CONST):
         return None if node.dtype in DTYPES else f"dtype {node.dtype}"
-    if node.op not in OPS or (node.several and node.op not in CONTROL):
+    if node.op not in OPS or (node.several and node.op not in CONTROL | {Op.LU}):
         return "no C form in a whole-graph function"
     if node.op is Op.GET:
         return None  # its control-flow node answers
@@ -138,6 +164,9 @@ def unsupported(node: Node) -> str | None:
         return f"dtype {node.avals[0].dtype}"
     if node.op in CONTROL:
         return _control_unsupported(node)
+    if node.op in LAPACK and node.inputs[0].shape[-1] < LAPACK_MIN:
+        return (f"{node.inputs[0].shape[-1]}x{node.inputs[0].shape[-1]} matrices: below "
+                f"{LAPACK_MIN}, the reference's unblocked factors and solves keep their bits")
     if node.op in POINTWISE and expression(node, ["x"] * len(node.inputs), host=True) is None:
         return f"no exact C expression at {node.inputs[0].dtype}"
     if node.op is Op.PAD and min((*node.attrs["lo"], *node.attrs["hi"])) < 0:
@@ -168,8 +197,9 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     ``{function}_blas`` (``WholeProgram.blas``). ``workers``: the threads a
     long fused run is split over, written into the source (so executables
     of other worker counts never share a compiled library's setting)."""
-    for node in graph.nodes:
-        why = unsupported(node)
+    lapack = not blas and next((n for n in _every_node(graph) if n.op in LAPACK), None)
+    for node in [*graph.nodes, *([lapack] if lapack else [])]:
+        why = unsupported(node) or ("no vendor LAPACK loaded" if node is lapack else None)
         if why is not None:
             where = f" at {node.where}" if node.where else ""
             raise WholeUnsupported(f"{node.op.value}{where}: {why}")
@@ -215,8 +245,7 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
                         align=SPLIT_ALIGN)
         if outlined or "isk_pairwise_sum_split_" in text else "",
         *split_sum_helpers(text),
-        BLAS.format(function=function) if "isk_dgemm(" in text or "isk_sgemm(" in text
-        else "",
+        BLAS.format(function=function) if _vendor(text) else "",
         *outlined,
         text,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
@@ -230,7 +259,12 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
                         scratch, loops or work >= WATCHED_WORK,
                         bool(outlined) or "isk_pairwise_sum_split_" in text,
-                        "isk_dgemm(" in text or "isk_sgemm(" in text)
+                        _vendor(text))
+
+
+def _vendor(text: str) -> bool:
+    """Whether the program calls the vendor library."""
+    return any(f"isk_{t}{f}(" in text for t in "ds" for f in ("gemm", "getrf", "potrf", "trsm"))
 
 
 def arena_bytes(graph: Graph) -> int | None:
@@ -290,6 +324,9 @@ def iterations(node: Node) -> int:
     if node.op is Op.DOT_GENERAL:
         a = node.inputs[0]
         return node.aval.size * math.prod(a.shape[d] for d in node.attrs["contracting"][0])
+    if node.op in LAPACK:  # n^3/3 for a factorization, n^2 k for a solve
+        a, n = node.inputs[0], node.inputs[0].shape[-1]
+        return a.aval.size * (node.inputs[1].shape[-1] if len(node.inputs) > 1 else n // 3 + 1)
     return node.aval.size
 
 
@@ -620,18 +657,20 @@ class _Scope:
 
         for i, node in enumerate(graph.nodes):
             skip = node in names or node in views or node.op is Op.GET or node in loose
-            if not skip and node.op in CONTROL:
+            if not skip and (node.op in CONTROL or node.several):
                 for g in gets.get(node, []):
                     if g not in names:
                         own(g)
-                size = _aligned(self._control(node, 0, probe=True)[1])
-                temps[node] = offsets[node] = (take(size), size)
             elif not skip:
                 own(node)
-            for x in [x for x in dies.get(i, ()) if x in offsets] + \
-                    ([node] if node in temps else []):
+            if node.op in CONTROL | LAPACK:  # (its result may be a caller's array)
+                size = _aligned(self._temp_bytes(node))
+                temps[node] = (take(size), size)
+            for x in [x for x in dies.get(i, ()) if x in offsets]:
                 offset, size = offsets.pop(x)  # taken back once
                 free.setdefault(size, []).append(offset)
+            if node in temps:  # a temporary lives while its node runs
+                free.setdefault(temps[node][1], []).append(temps[node][0])
         for x, v in views.items():
             self.reads[x] = _Read(names[v.source], v.strides, v.offset)
         for node in graph.nodes:
@@ -646,6 +685,9 @@ class _Scope:
             if node.op in CONTROL:
                 lines, _ = self._control(node, self.origin + temps[node][0])
                 blocks.append(["    {", *lines, "    }"])
+            elif node.op in LAPACK:
+                blocks.append(["    {", *self._lapack(node, self.origin + temps[node][0])[0],
+                               "    }"])
             elif run is not None and len(run) > 1:
                 if node is run[-1]:
                     stored = {n: names[n] for n in run if n not in loose}
@@ -700,6 +742,80 @@ class _Scope:
         results = {g.attrs["index"]: self.names.get(g, "?") for g in self.graph.nodes
                    if g.op is Op.GET and g.inputs[0] is node}
         return _ControlWriter(self, node, tag, operands, results, origin).write()
+
+    def _temp_bytes(self, node: Node) -> int:
+        if node.op in CONTROL:
+            return self._control(node, 0, probe=True)[1]
+        return self._lapack(node, 0, probe=True)[1]
+
+    def _lapack(self, node: Node, origin: int, probe: bool = False) -> tuple[list[str], int]:
+        """The vendor calls of a factorization or solve, one matrix at a
+        time, and the bytes of its temporary (results nobody reads, the
+        pivots LAPACK writes, a strided matrix made contiguous), laid out
+        from ``origin``."""
+        a = self._operand(node.inputs[0], probe)
+        n = node.inputs[0].shape[-1]
+        count = node.inputs[0].aval.size // (n * n) if n else 0
+        dt = node.inputs[0].dtype
+        t, f = CTYPE[dt], "d" if dt == dtypes.float64 else "s"
+        used = 0
+        lines: list[str] = []
+
+        def temporary(ctype: str, size: int, name: str) -> str:
+            nonlocal used
+            lines.append(f"        {ctype} *{name} = ({ctype} *)(scratch + {origin + used});")
+            used += _aligned(size)
+            return name
+
+        if node.op is Op.LU:
+            results = {g.attrs["index"]: self.names.get(g, "?") for g in self.graph.nodes
+                       if g.op is Op.GET and g.inputs[0] is node}
+            lu, piv, perm = (results.get(k) or temporary(c, size, f"unread{k}")
+                             for k, (c, size) in enumerate(
+                                 [(t, node.inputs[0].aval.nbytes), ("int32_t", 4 * count * n),
+                                  ("int32_t", 4 * count * n)]))
+            ipiv = temporary("int32_t", 4 * n, "ipiv")
+            lines += [f"        {t} *lu = {lu};",
+                      *_copy(node.inputs[0].shape, "lu", a),
+                      f"        for (int64_t b = 0; b < {count}; b++) {{",
+                      f"            isk_{f}getrf(101, {n}, {n}, lu + b * {n * n}, {max(1, n)}, "
+                      f"ipiv);",
+                      f"            int32_t *p = {piv} + b * {n}, *q = {perm} + b * {n};",
+                      f"            for (int k = 0; k < {n}; k++) {{ p[k] = ipiv[k] - 1; "
+                      f"q[k] = k; }}",
+                      f"            for (int k = 0; k < {n}; k++) {{ const int32_t j = p[k], "
+                      f"s = q[k]; q[k] = q[j]; q[j] = s; }}",
+                      "        }"]
+            return lines, used
+        out = self.names.get(node, "?")
+        if node.op is Op.CHOLESKY:
+            nan = literal(float("nan"), dt)
+            zero = literal(0.0, dt)
+            lines += [*_copy(node.shape, out, a),
+                      f"        for (int64_t b = 0; b < {count}; b++) {{",
+                      f"            {t} *m = {out} + b * {n * n};",
+                      f"            const int bad = isk_{f}potrf(101, 'L', {n}, m, {n}) != 0;",
+                      f"            for (int i = 0; i < {n}; i++)",
+                      f"                for (int j = 0; j < {n}; j++)",
+                      f"                    if (bad) m[i * {n} + j] = {nan};",
+                      f"                    else if (j > i) m[i * {n} + j] = {zero};",
+                      "        }"]
+            return lines, used
+        b = self._operand(node.inputs[1], probe)
+        k = node.shape[-1]
+        if a.strides == _strides(node.inputs[0].shape):
+            matrix = f"{a.name} + {a.offset}"
+        else:
+            matrix = temporary(t, node.inputs[0].aval.nbytes, "a")
+            lines += _copy(node.inputs[0].shape, matrix, a)
+        lower, trans = node.attrs["lower"], node.attrs["transpose_a"]
+        flags = (f"{122 if lower else 121}, {112 if trans else 111}, "
+                 f"{132 if node.attrs['unit_diagonal'] else 131}")
+        lines += [*_copy(node.shape, out, b),
+                  f"        for (int64_t b = 0; b < {count}; b++)",
+                  f"            isk_{f}trsm(101, 141, {flags}, {n}, {k}, 1, "
+                  f"{matrix} + b * {n * n}, {max(1, n)}, {out} + b * {n * k}, {max(1, k)});"]
+        return lines, used
 
     def _operand(self, x: Node, probe: bool) -> _Read:
         if x in self.views:

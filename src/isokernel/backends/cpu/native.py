@@ -46,6 +46,7 @@ import numpy as np
 
 from ... import codegen
 from ...codegen.pixel import ROW_RULES, Outside, Partition, RowRegion, partition, row_modes
+from ...codegen.whole import LAPACK as WHOLE_LAPACK
 from ...codegen.whole import gemm_form, pairwise_form
 from ...codegen.whole import iterations as whole_iterations
 from ...codegen.whole import unsupported as whole_unsupported
@@ -127,6 +128,8 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
         return "deterministic reductions: pixel-axis reductions run in the tree order"
     for node in graph.nodes:
         why = whole_unsupported(node)
+        if why is None and node.op in WHOLE_LAPACK and vendor_blas() is None:
+            why = "no vendor LAPACK (pip install scipy-openblas32)"
         if why is None and node.op in REDUCE and node.inputs[0].aval.size > WHOLE_MAX_REDUCED \
                 and not pairwise_form(node):
             why = f"reads {node.inputs[0].aval.size} elements (> {WHOLE_MAX_REDUCED})"
@@ -436,7 +439,8 @@ _register_capsules()
 
 CONTRACT = ("bit-identical to reference for IEEE basic ops; transcendentals ulp-bounded; "
             "a graph compiled as one C program folds reductions and contractions in a fixed "
-            "sequential order (n*eps-bounded against reference)")
+            "sequential order (n*eps-bounded against reference), and factorizations and "
+            "triangular solves of order >= 17 are the vendor LAPACK's (n*eps-bounded)")
 
 SPEC = register_strategy(StrategySpec(
     name="native", device="cpu", contract=CONTRACT,

@@ -45,9 +45,11 @@ from ... import codegen
 from ...codegen.whole import (
     ALIGN,
     BLAS_MIN,
+    LAPACK,
     OPS,
     PARALLEL_MIN,
     SPLIT_SUM_MIN,
+    VENDOR_CALLS,
     POINTWISE,
     WholeUnsupported,
     emit_whole,
@@ -98,7 +100,7 @@ class WholeExecutable(ExecutableBase):
         library, self.built = codegen.build(self.program.source, False, program=True)
         self._fn = getattr(library, self.program.function)
         if self.program.blas:
-            getattr(library, f"{self.program.function}_blas")(*self.vendor.pointers)
+            getattr(library, f"{self.program.function}_blas")(self.vendor.pointers)
         self._fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # args, the stop flag
         self._fn.restype = ctypes.c_uint32
         self._consts = [np.ascontiguousarray(x.attrs["value"].value, x.dtype)
@@ -158,7 +160,8 @@ class WholeExecutable(ExecutableBase):
                 ("mathlib", mathlib),
                 ("kernel", built),
                 ("arena", f"{self.program.scratch} bytes, allocated once, reused every call"),
-                *([("blas", f"matrix products of >= {BLAS_MIN} multiply-adds: {self.vendor}; "
+                *([("blas", f"matrix products of >= {BLAS_MIN} multiply-adds, LU and Cholesky "
+                            f"factorizations, triangular solves: {self.vendor}; "
                             f"{BLAS_CONTRACT}")] if self.program.blas else []),
                 ("fp errors", "the function returns its flags; watched ones rerun the graph "
                               "by the reference rules for NumPy's diagnostics")]
@@ -169,16 +172,18 @@ BLAS_CONTRACT = ("vendor: n*eps-bounded against reference, the same bits on ever
 
 
 class VendorBlas:
-    """``cblas_dgemm`` and ``cblas_sgemm`` of the ``scipy-openblas32`` wheel
-    (OpenBLAS built for Python packages, a core dependency): their addresses
-    for a whole program, and what the report says of them."""
+    """The matrix product, LU and Cholesky factorizations and triangular
+    solve of the ``scipy-openblas32`` wheel (OpenBLAS with LAPACK, built for
+    Python packages, a core dependency; ``codegen.whole.VENDOR_CALLS``):
+    their addresses for a whole program, and what the report says of them."""
 
     def __init__(self, module):
         found = sorted(Path(module.get_lib_dir()).glob(f"lib{module.get_library()}.*"))
         library = ctypes.CDLL(str(found[0]))  # the wheel's one shared library
         prefix = "scipy_" if hasattr(library, "scipy_cblas_dgemm") else ""
-        self.pointers = [ctypes.cast(getattr(library, f"{prefix}cblas_{t}gemm"), ctypes.c_void_p)
-                         for t in "ds"]
+        self.pointers = (ctypes.c_void_p * len(VENDOR_CALLS))(
+            *(ctypes.cast(getattr(library, prefix + name), ctypes.c_void_p).value
+              for name in VENDOR_CALLS))
         self.threads = library[f"{prefix}openblas_get_num_threads"]()
         self.config = module.get_openblas_config()
 
@@ -227,6 +232,10 @@ def _policy(op: Op) -> NumericalPolicy:
         return NumericalPolicy(contraction="off", math_library=(
             "the reference clamp-floor-lerp in C over the table as static data, "
             "bit-identical to the reference"))
+    if op in LAPACK:
+        return NumericalPolicy(subnormals="implementation-defined", contraction="vendor's",
+                               reduction_order="the vendor's blocking",
+                               math_library=f"scipy-openblas32 LAPACK/BLAS; {BLAS_CONTRACT}")
     if op in REDUCE or op is Op.DOT_GENERAL:
         return NumericalPolicy(contraction="off", reduction_order=(
             "sequential, row-major over the reduced indices (not NumPy's pairwise or BLAS "
@@ -238,6 +247,7 @@ def _policy(op: Op) -> NumericalPolicy:
 def _register_capsules() -> None:
     for op in (*OPS, Op.FUSED):
         kind = ("libm call" if op in TRANSCENDENTAL else "C expression" if op in POINTWISE
+                else "vendor LAPACK call" if op in LAPACK
                 else "its body, written out" if op is Op.FUSED else "loop nest")
         register(Capsule(name=f"generated C, whole graph ({kind})", op=op, provider=PROVIDER,
                          device="cpu", trust="checked", vjp_mode="isokernel-graph",

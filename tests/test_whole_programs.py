@@ -270,6 +270,27 @@ def test_a_long_sum_splits_its_pairwise_tree_over_threads_with_numpys_bits(n):
     assert "sums of one output" in dict(compiled[2].report().extra)["program"]
 
 
+def test_many_long_sums_are_shared_out_among_the_workers_with_numpys_bits():
+    """Sums of 2000 rows (over one axis, and over the last of three) of at
+    least PARALLEL_MIN elements in all: the outputs shared out among the
+    workers, each NumPy's pairwise sum of its row, for any worker count."""
+    import isokernel.random as rnd
+
+    def f(k):
+        z = rnd.normal(k, (2000, 700))
+        return inp.sum(z * z, axis=1), inp.sum(z.reshape(2000, 7, 100), axis=2), z
+    key = rnd.key(1)
+    results = []
+    for w in (1, 2, 3):
+        compiled = ik.jit(f, strategy="native", workers=w).lower(key).compile()
+        assert compiled.source().count("isk_split(isk_run") == 2
+        rows, blocks, z = compiled(key)
+        assert np.array_equal(rows, np.sum(z * z, axis=1))
+        assert np.array_equal(blocks, np.sum(z.reshape(2000, 7, 100), axis=2))
+        results.append((rows, blocks, z))
+    same_bits(results[0], results[2])
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 40), st.lists(st.integers(0, 6), min_size=1, max_size=4),
        st.floats(-2.0, 2.0))

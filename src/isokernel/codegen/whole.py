@@ -239,7 +239,7 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
         HEADER.format(kernel=function, graph=graph.name, block=1),
         simd_declarations(library_calls(text + "\n".join(outlined))) if vector_math else "",
         prelude(called_helpers(text + "\n".join(outlined), HOST_HELPERS), host=True),
-        *pairwise_helpers(text),
+        *pairwise_helpers(text + "\n".join(outlined)),
         *tables,
         PARALLEL.format(workers=max(1, min(64, workers)), minimum=PARALLEL_MIN,
                         align=SPLIT_ALIGN)
@@ -368,7 +368,8 @@ class _View:
     offset: int
 
 
-def _restricted(node: Node, out: str, reads: dict, blas: bool = False) -> list[str]:
+def _restricted(node: Node, out: str, reads: dict, blas: bool = False,
+                outlined: list | None = None) -> list[str]:
     """The node's code over local ``restrict`` pointers: its output never
     shares memory with a value it reads (the arena hands a buffer on only
     after its last reader), which lets the compiler vectorize without
@@ -380,7 +381,7 @@ def _restricted(node: Node, out: str, reads: dict, blas: bool = False) -> list[s
         name = f"r{len(local)}"
         lines.append(f"        const {CTYPE[x.dtype]} *restrict {name} = {r.name};")
         local[x] = _Read(name, r.strides, r.offset)
-    return lines + _node_code(node, "o", local, blas)
+    return lines + _node_code(node, "o", local, blas, outlined)
 
 
 def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
@@ -694,7 +695,8 @@ class _Scope:
                     blocks.append(["    {", *_run_code(run, stored, self.reads, views,
                                                            self.outlined), "    }"])
             else:
-                blocks.append(["    {", *_restricted(node, names[node], self.reads, self.blas),
+                blocks.append(["    {", *_restricted(node, names[node], self.reads, self.blas,
+                                                         self.outlined),
                                "    }"])
         return blocks, declared, max(top_, ALIGN) if top else top_
 
@@ -1119,7 +1121,8 @@ def _term(var: str, stride: int) -> str:
 
 # --- one node -----------------------------------------------------------------------------
 
-def _node_code(node: Node, out: str, reads: dict, blas: bool = False) -> list[str]:
+def _node_code(node: Node, out: str, reads: dict, blas: bool = False,
+               outlined: list | None = None) -> list[str]:
     if node.op in POINTWISE:
         ins = [reads[x] for x in node.inputs]
         arrays = [(_strides(node.shape), 0)] + [(r.strides, r.offset) for r in ins]
@@ -1130,7 +1133,7 @@ def _node_code(node: Node, out: str, reads: dict, blas: bool = False) -> list[st
     if node.op is Op.RESHAPE:  # of a value read with strides: copied in C order
         return _copy(node.inputs[0].shape, out, reads[node.inputs[0]])
     if node.op in REDUCE:
-        return _reduce(node, out, reads[node.inputs[0]])
+        return _reduce(node, out, reads[node.inputs[0]], outlined)
     if node.op is Op.DOT_GENERAL:
         return _dot(node, out, *(reads[x] for x in node.inputs), blas)
     if node.op is Op.CONCATENATE:
@@ -1385,11 +1388,13 @@ def pairwise_form(node: Node) -> bool:
     return x.op not in COPIES
 
 
-def _reduce(node: Node, out: str, x: _Read) -> list[str]:
+def _reduce(node: Node, out: str, x: _Read, outlined: list | None = None) -> list[str]:
     """Each output starts at the fold's first value; the operand is then
     walked in its row-major order (each output's elements in order). A float
     sum over trailing axes read as one run per output is NumPy's pairwise
-    sum of the run instead (``_pairwise_run``)."""
+    sum of the run instead (``_pairwise_run``): a long one split over the
+    workers (``PAIRWISE_SPLIT``), and many of them, at least ``PARALLEL_MIN``
+    elements in all, shared out among the workers by outputs."""
     shape = node.inputs[0].shape
     axes = set(node.attrs["axes"])
     run = _pairwise_run(node, x)
@@ -1400,6 +1405,11 @@ def _reduce(node: Node, out: str, x: _Read) -> list[str]:
         if node.aval.size == 1 and n >= SPLIT_SUM_MIN:
             return [f"        {out}[0] = {zero} + isk_pairwise_sum_split_{node.dtype}("
                     f"{x.name} + {x.offset}, {n}, {step});"]
+        sizes = [shape[d] for d in outer]
+        flat = _flat(sizes, [(_strides(sizes), 0), ([x.strides[d] for d in outer], x.offset)])
+        if outlined is not None and flat is not None and node.aval.size > 1 and \
+                node.inputs[0].aval.size >= PARALLEL_MIN:
+            return _outlined_sums(node, out, x, n, step, flat, outlined)
         return _nest([shape[d] for d in outer],
                      [(_strides([shape[d] for d in outer]), 0),
                       ([x.strides[d] for d in outer], x.offset)],
@@ -1412,6 +1422,28 @@ def _reduce(node: Node, out: str, x: _Read) -> list[str]:
     return lines + _nest(shape, [(out_strides, 0), (x.strides, x.offset)],
                          lambda ix: f"{out}[{ix[0]}] = " + combine.format(
                              acc=f"{out}[{ix[0]}]", v=f"{x.name}[{ix[1]}]") + ";")
+
+
+def _outlined_sums(node: Node, out: str, x: _Read, n: int, step: int, flat: list,
+                   outlined: list) -> list[str]:
+    """Pairwise sums of many outputs as a function of their own, the outputs
+    shared out among the workers: each is summed alone, so the bits are the
+    same for any split."""
+    name, t = f"isk_run{len(outlined)}", CTYPE[node.dtype]
+    (ostep, obase), (xstep, xbase) = flat
+    outlined.append("\n".join([
+        f"struct {name}_ctx {{ const {t} *x; {t} *o; }};",
+        f"static void {name}(const void *context, int64_t begin, int64_t end)",
+        "{",
+        f"    const struct {name}_ctx *c = (const struct {name}_ctx *)context;",
+        "    for (int64_t i0 = begin; i0 < end; i0++)",
+        f"        c->o[{obase} + {_term('i0', ostep)}] = {literal(0.0, node.dtype)} + "
+        f"isk_pairwise_sum_{node.dtype}(c->x + {xbase} + {_term('i0', xstep)}, {n}, {step});",
+        "}"]))
+    return [f"        const struct {name}_ctx context = {{ {x.name}, {out} }};",
+            f"        isk_split({name}, &context, {node.aval.size}, 1);",
+            "        if (ISK_STOPPED(isk_stop_flag))",
+            "            return;"]
 
 
 def _dot(node: Node, out: str, ra: _Read, rb: _Read, blas: bool = False) -> list[str]:

@@ -23,6 +23,7 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.backends import get_strategy
 from isokernel.codegen import whole as emitter
+from isokernel.ir import Op
 
 _REASON = get_strategy("native").unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"native: {_REASON}")
@@ -95,6 +96,27 @@ def test_while_with_one_predicate_runs_until_it_fails():
                              (0, x))
     check(f, np.linspace(1.0, 4.0, 7))
     check(lambda x: ik.while_loop(lambda c: c > 10.0, lambda c: c * 2.0, x), np.float64(3.0))
+
+
+def _damped(x):
+    """A loop of seven damped steps (a counter in the carry: one predicate)."""
+    def body(c):
+        v, i = c
+        return v * 0.9 + (v * v) * 0.05 - 0.01 * i, i + 1
+    return ik.while_loop(lambda c: c[1] < 7, body, (x, 0))[0]
+
+
+def test_the_tangent_loop_of_a_while_is_a_c_loop_with_the_reference_bits():
+    """``linearize`` of a while loop gives its tangent map (``while_lin``):
+    the body's JVP looped from the residuals, as a C loop over the primal
+    and tangent carries (the primal ones in the temporary)."""
+    x, t = np.linspace(0.0, 1.0, 50), np.cos(np.arange(50.0))
+
+    def tangent(x, t):
+        return ik.linearize(_damped, x)[1](t)
+    assert Op.WHILE_LIN in ik.trace(tangent, x, t).ops()
+    check(tangent, x, t, strategy=None)
+    check(lambda x, t: ik.linearize(_damped, x)[1](t * 2.0) + 1.0, x, t)
 
 
 def test_nested_loops_and_a_cond_inside_a_loop():

@@ -49,7 +49,7 @@ from .host import HEADER, simd_declarations
 
 COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
 POINTWISE = ELEMENTWISE | TABLE
-CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.COND, Op.CHECKPOINT})
+CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.WHILE_LIN, Op.COND, Op.CHECKPOINT})
 """Region nodes written as C control flow around their bodies' code: ``scan``
 a counted loop, ``while`` (one predicate for the whole carry) a loop on it,
 ``cond`` an if/else chain on the clamped index, ``checkpoint`` its body once;
@@ -177,7 +177,7 @@ def unsupported(node: Node) -> str | None:
 def _control_unsupported(node: Node) -> str | None:
     """Why a control-flow node has no C form here: a predicate per lane, or
     a node of one of its bodies (named)."""
-    if node.op is Op.WHILE and node.attrs["cond"].graph.outputs[0].aval.ndim:
+    if node.op in (Op.WHILE, Op.WHILE_LIN) and node.attrs["cond"].graph.outputs[0].aval.ndim:
         return "a predicate per lane (the staged plan runs it)"
     if node.op is Op.COND and node.inputs[0].dtype in dtypes.FLOATS:
         return "a floating-point branch index"
@@ -316,7 +316,7 @@ def iterations(node: Node) -> int:
         inner = [sum(iterations(n) for n in sub.graph.nodes) for _, sub in subgraphs(node)]
         if node.op is Op.SCAN:
             return node.attrs["length"] * inner[0]
-        return WHILE_GUESS * sum(inner) if node.op is Op.WHILE else max(inner)
+        return WHILE_GUESS * sum(inner) if node.op in (Op.WHILE, Op.WHILE_LIN) else max(inner)
     if node.op in (Op.GET, Op.INPUT, Op.CONST) or node.op in COPIES or node.op is Op.RESHAPE:
         return 0
     if node.op in REDUCE:
@@ -888,7 +888,7 @@ class _ControlWriter:
         op = self.node.op
         if op is Op.SCAN:
             body = self._scan()
-        elif op is Op.WHILE:
+        elif op in (Op.WHILE, Op.WHILE_LIN):
             body = self._while()
         else:
             body = self._branches()
@@ -916,23 +916,28 @@ class _ControlWriter:
             code += _copy(x.shape, name, scope.reads[x])
         return code + ["        }"]
 
-    def _carries(self, n: int) -> tuple[list[str], list[str]]:
-        """The results' first values and the two buffers of each carry."""
-        avals, lines = self.node.avals[:n], []
+    def _carries(self, n: int, avals=None, results=None, operands=None
+                 ) -> tuple[list[str], list[str]]:
+        """The results' first values and the two buffers of each carry
+        (default: the node's first ``n`` results and operands)."""
+        avals, lines = (avals or self.node.avals)[:n], []
+        results, operands = results or self.results, operands or self.operands
         nxt = [self.buffer(f"{self.tag}_b{j}", a) for j, a in enumerate(avals)]
         for j, a in enumerate(avals):
-            lines += _copy(a.shape, self.results[j], self.operands[j])
+            lines += _copy(a.shape, results[j], operands[j])
             ctype = CTYPE[a.dtype]
-            lines += [f"        {ctype} *{self.tag}_cur{j} = {self.results[j]};",
+            lines += [f"        {ctype} *{self.tag}_cur{j} = {results[j]};",
                       f"        {ctype} *{self.tag}_nxt{j} = {nxt[j]};"]
         return lines, [f"{self.tag}_cur{j}" for j in range(n)]
 
-    def _swap_and_finish(self, n: int) -> tuple[list[str], list[str]]:
+    def _swap_and_finish(self, n: int, avals=None, results=None
+                         ) -> tuple[list[str], list[str]]:
         swap, finish = [], []
-        for j, a in enumerate(self.node.avals[:n]):
+        results = results or self.results
+        for j, a in enumerate((avals or self.node.avals)[:n]):
             ctype, cur, nxt = CTYPE[a.dtype], f"{self.tag}_cur{j}", f"{self.tag}_nxt{j}"
             swap.append(f"            {{ {ctype} *t = {cur}; {cur} = {nxt}; {nxt} = t; }}")
-            finish.append(f"        if ({cur} != {self.results[j]}) memcpy({self.results[j]}, "
+            finish.append(f"        if ({cur} != {results[j]}) memcpy({results[j]}, "
                           f"{cur}, {a.size * a.dtype.itemsize});")
         return swap, finish
 
@@ -969,15 +974,30 @@ class _ControlWriter:
 
     def _while(self) -> list[str]:
         a = self.node.attrs
-        n, tag = a["n_carry"], self.tag
-        cond, body = a["cond"].graph, a["body"].graph
-        head, cur = self._carries(n)
+        if self.node.op is Op.WHILE:
+            return self._loop(a["cond"].graph, a["body"].graph, a["n_carry"], None, None,
+                              None)
+        # while_lin: the loop of the body's JVP over (carry, tangent carry), run from the
+        # residuals; its results are the tangents (the primal carries go to the temporary)
+        n, m = a["n_carry"], len(a["tangent_carries"])
+        body = a["body_jvp"].graph
+        c = len(a["body"].graph.inputs) - n
+        ops = self.operands
+        operands = ops[:n] + ops[n + c:n + c + m] + ops[n:n + c] + ops[n + c + m:]
+        avals = [x.aval.strong() for x in body.inputs[:n + m]]
+        results = [self.buffer(f"{self.tag}_p{j}", av) for j, av in enumerate(avals[:n])]
+        return self._loop(a["cond_jvp"].graph, body, n + m, avals, results + self.results,
+                          operands)
+
+    def _loop(self, cond: Graph, body: Graph, n: int, avals, results, operands) -> list[str]:
+        tag = self.tag
+        head, cur = self._carries(n, avals, results, operands)
         given = [_Read(c, _strides(x.shape), 0) for c, x in zip(cur, body.inputs)]
-        given += self.operands[n:]
+        given += (operands or self.operands)[n:]
         holder = self.buffer(f"{tag}_go", cond.outputs[0].aval)  # the predicate
         pred = self.body(cond, given, [holder], "c")
         code = self.body(body, given, [f"{tag}_nxt{j}" for j in range(n)], "")
-        swap, finish = self._swap_and_finish(n)
+        swap, finish = self._swap_and_finish(n, avals, results)
         return head + [
             "        for (;;) {",
             "            if (ISK_STOPPED(isk_stop_flag))",

@@ -119,6 +119,40 @@ def test_the_tangent_loop_of_a_while_is_a_c_loop_with_the_reference_bits():
     check(lambda x, t: ik.linearize(_damped, x)[1](t * 2.0) + 1.0, x, t)
 
 
+@pytest.mark.parametrize("steps,every", [(23, None), (23, 3), (1, None), (0, None)])
+def test_the_reverse_sweep_of_a_while_is_c_with_the_reference_bits(steps, every):
+    """``grad`` through a while loop (``while_vjp``): the steps counted, the
+    carry kept every K steps in a block from malloc, then the body's VJP
+    pulled back segment by segment; a loop that runs no step passes the
+    cotangent through and gives the captures zero. A float carry, an integer
+    counter and a capture, each to the reference's bits."""
+    def loop(x, a):
+        def body(c):
+            v, i = c
+            return v * 0.9 + (v * v) * a - 0.01 * i, i + 1
+        return ik.while_loop(lambda c: c[1] < steps, body, (x, 0),
+                             checkpoint_every=every)[0]
+    f = ik.grad(lambda x, a: inp.sum(loop(x, a) ** 2), argnums=(0, 1))
+    x, a = np.linspace(0.0, 1.0, 50), np.float64(0.05)
+    assert Op.WHILE_VJP in ik.trace(f, x, a).ops()
+    check(f, x, a, strategy=None)
+    assert "isk_end(args)" in compiled_whole(f, x, a).source()
+
+
+def test_reverse_sweeps_inside_a_loop_free_their_blocks_every_step():
+    """A while loop's gradient taken inside each step of a fori_loop: each
+    sweep allocates and frees its block; the bits stay the reference's."""
+    def inner(v):
+        return ik.while_loop(lambda c: c[1] < 5, lambda c: (c[0] * 1.5 - c[0] * c[0] * 0.1,
+                                                            c[1] + 1), (v, 0))[0]
+
+    def f(x):
+        def step(_, u):
+            return u - 0.01 * ik.grad(lambda w: inp.sum(inner(w) ** 2))(u)
+        return ik.fori_loop(0, 4, step, x)
+    check(f, np.linspace(0.1, 0.9, 30), strategy=None)
+
+
 def test_nested_loops_and_a_cond_inside_a_loop():
     def f(x):
         def outer(i, c):

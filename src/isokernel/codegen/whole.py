@@ -49,7 +49,11 @@ from .host import HEADER, simd_declarations
 
 COPIES = frozenset({Op.BROADCAST, Op.TRANSPOSE, Op.SLICE, Op.REV})
 POINTWISE = ELEMENTWISE | TABLE
-CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.WHILE_LIN, Op.COND, Op.CHECKPOINT})
+CONTROL = frozenset({Op.SCAN, Op.WHILE, Op.WHILE_LIN, Op.WHILE_VJP, Op.COND, Op.CHECKPOINT})
+WHILES = frozenset({Op.WHILE, Op.WHILE_LIN, Op.WHILE_VJP})
+NOMEM = 1 << 30
+"""A program's return status bit: a ``while_vjp`` could not allocate its
+checkpoints (the executable raises ``MemoryError``)."""
 """Region nodes written as C control flow around their bodies' code: ``scan``
 a counted loop, ``while`` (one predicate for the whole carry) a loop on it,
 ``cond`` an if/else chain on the clamped index, ``checkpoint`` its body once;
@@ -177,7 +181,7 @@ def unsupported(node: Node) -> str | None:
 def _control_unsupported(node: Node) -> str | None:
     """Why a control-flow node has no C form here: a predicate per lane, or
     a node of one of its bodies (named)."""
-    if node.op in (Op.WHILE, Op.WHILE_LIN) and node.attrs["cond"].graph.outputs[0].aval.ndim:
+    if node.op in WHILES and node.attrs["cond"].graph.outputs[0].aval.ndim:
         return "a predicate per lane (the staged plan runs it)"
     if node.op is Op.COND and node.inputs[0].dtype in dtypes.FLOATS:
         return "a floating-point branch index"
@@ -209,7 +213,8 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
              for k, x in enumerate(graph.inputs)]
     lines += [f"    {CTYPE[x.dtype]} *c{k} = ({CTYPE[x.dtype]} *)args[{n_in + k}];"
               for k, x in enumerate(consts)]
-    lines.append(f"    char *scratch = (char *)args[{n_in + len(consts)}];")
+    scratch_at = n_in + len(consts)
+    lines.append(f"    char *scratch = (char *)args[{scratch_at}];")
     given = {x: _Read(f"in{k}", _strides(x.shape), 0) for k, x in enumerate(graph.inputs)}
     first = n_in + len(consts) + 1
     direct = _direct_outputs(graph)
@@ -219,6 +224,9 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     scope = _Scope(graph, given, {x: f"out{k}" for x, k in direct.items()},
                    {x: f"c{k}" for k, x in enumerate(consts)}, "v", 0, outlined, blas)
     blocks, declared, scratch = scope.emit(top=True)
+    slots = len(scope.slots)
+    if slots:  # the malloc'd blocks' pointers, above the arena, never reused
+        base, scratch = scratch, scratch + _aligned(8 * slots)
     lines += declared
     reads = scope.reads
     for k, x in enumerate(graph.outputs):
@@ -232,9 +240,17 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
     tables = dict.fromkeys(table_data(dict(n.attrs), n.dtype) for n in _every_node(graph)
                            if n.op in TABLE)
     calls = [f"    {function}_part0(args);"]
+    done = "isk_end(args)" if slots else "isk_fpe()"
     for k in range(1, len(parts)):
-        calls += ["    if (ISK_STOPPED(flag))", "        return isk_fpe();",
-                  f"    {function}_part{k}(args);"]
+        calls += ["    if (ISK_STOPPED(flag)" + (" || isk_nomem)" if slots else ")"),
+                  f"        return {done};", f"    {function}_part{k}(args);"]
+    start = []
+    ending = ""
+    if slots:
+        start = [f"    for (int i = 0; i < {slots}; i++)",
+                 f"        ((void **)((char *)args[{scratch_at}] + {base}))[i] = NULL;",
+                 "    isk_nomem = 0;"]
+        ending = SLOTS.format(slots=slots, scratch=scratch_at, base=base, nomem=NOMEM)
     source = "\n".join([
         HEADER.format(kernel=function, graph=graph.name, block=1),
         simd_declarations(library_calls(text + "\n".join(outlined))) if vector_math else "",
@@ -247,19 +263,37 @@ def emit_whole(graph: Graph, function: str, vector_math: bool, blas: bool = Fals
         *split_sum_helpers(text),
         BLAS.format(function=function) if _vendor(text) else "",
         *outlined,
+        f"#define ISK_SLOTS ((void **)(scratch + {base}))\n"
+        "static __thread int isk_nomem;" if slots else "",
         text,
+        ending,
         f"uint32_t {function}(void **args, const int32_t *stop)\n{{",
         "    feclearexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);",
         "    const int32_t *const flag = stop ? stop : &isk_never_stopped;",
         "    isk_stop_flag = flag;",
+        *start,
         *calls,
-        "    return isk_fpe();\n}\n"])
+        f"    return {done};\n}}\n"])
     work = sum(iterations(node) for node in graph.nodes)
     loops = any(node.op in CONTROL for node in graph.nodes)
     return WholeProgram(source, function, tuple(graph.inputs), consts, tuple(graph.outputs),
                         scratch, loops or work >= WATCHED_WORK,
                         bool(outlined) or "isk_pairwise_sum_split_" in text,
                         _vendor(text))
+
+
+SLOTS = """/* the end of a call: the blocks a stop or a failed allocation left behind
+   freed, the floating-point flags returned ({nomem}: no memory) */
+static uint32_t isk_end(void **args)
+{{
+    void **slots = (void **)((char *)args[{scratch}] + {base});
+    for (int i = 0; i < {slots}; i++) {{
+        free(slots[i]);
+        slots[i] = NULL;
+    }}
+    return isk_fpe() | (isk_nomem ? {nomem}u : 0u);
+}}
+"""
 
 
 def _vendor(text: str) -> bool:
@@ -275,7 +309,9 @@ def arena_bytes(graph: Graph) -> int | None:
     given = {x: _Read(f"in{k}", _strides(x.shape), 0) for k, x in enumerate(graph.inputs)}
     consts = {x: f"c{k}" for k, x in enumerate(dict.fromkeys(_every_const(graph)))}
     forced = {x: f"out{k}" for x, k in _direct_outputs(graph).items()}
-    return _Scope(graph, given, forced, consts, "v", 0).emit(top=True)[2]
+    scope = _Scope(graph, given, forced, consts, "v", 0)
+    size = scope.emit(top=True)[2]
+    return size + (_aligned(8 * len(scope.slots)) if scope.slots else 0)
 
 
 def _direct_outputs(graph: Graph) -> dict[Node, int]:
@@ -316,7 +352,7 @@ def iterations(node: Node) -> int:
         inner = [sum(iterations(n) for n in sub.graph.nodes) for _, sub in subgraphs(node)]
         if node.op is Op.SCAN:
             return node.attrs["length"] * inner[0]
-        return WHILE_GUESS * sum(inner) if node.op in (Op.WHILE, Op.WHILE_LIN) else max(inner)
+        return WHILE_GUESS * sum(inner) if node.op in WHILES else max(inner)
     if node.op in (Op.GET, Op.INPUT, Op.CONST) or node.op in COPIES or node.op is Op.RESHAPE:
         return 0
     if node.op in REDUCE:
@@ -587,8 +623,10 @@ class _Scope:
     program's names of the constants; ``prefix``: of the buffers' names."""
 
     def __init__(self, graph: Graph, given: dict, forced: dict, consts: dict, prefix: str,
-                 origin: int, outlined: list | None = None, blas: bool = False):
+                 origin: int, outlined: list | None = None, blas: bool = False,
+                 slots: list | None = None):
         self.graph, self.given, self.consts = graph, given, consts
+        self.slots = [] if slots is None else slots  # the program's malloc'd blocks
         self.outlined = outlined  # the program's run functions (None: runs stay inline)
         self.blas = blas  # large matrix products call the vendor BLAS
         self.prefix, self.origin = prefix, origin
@@ -890,6 +928,8 @@ class _ControlWriter:
             body = self._scan()
         elif op in (Op.WHILE, Op.WHILE_LIN):
             body = self._while()
+        elif op is Op.WHILE_VJP:
+            body = self._while_vjp()
         else:
             body = self._branches()
         return self.lines + body, self.top + self.inner
@@ -908,7 +948,7 @@ class _ControlWriter:
                 copies.append((x, name))
         scope = _Scope(graph, dict(zip(graph.inputs, given)), forced, self.scope.consts,
                        f"{self.tag}{suffix}_", self.origin + self.top, self.scope.outlined,
-                       self.scope.blas)
+                       self.scope.blas, self.scope.slots)
         blocks, declared, size = scope.emit()
         self.inner = max(self.inner, size)
         code = ["        {", *declared, *[line for block in blocks for line in block]]
@@ -1006,6 +1046,117 @@ class _ControlWriter:
             f"            if (!{holder}[0])",
             "                break;",
             *code, *swap, "        }", *finish]
+
+    def _while_vjp(self) -> list[str]:
+        """The checkpointed reverse sweep of ``control.while_loop._vjp_eval``:
+        count the steps T; keep the carry before every K-th step (K the
+        node's ``checkpoint_every``, else isqrt(T - 1) + 1) in a block from
+        ``malloc`` of (T/K + K) carries, freed at the end (or by the program
+        when a stop returns early: ``ISK_SLOTS``); then pull the cotangent
+        back through the body's VJP segment by segment, last first,
+        recomputing each segment's carries. The captures' cotangents add up
+        in the reference's order."""
+        a = self.node.attrs
+        n, tag, ops = a["n_carry"], self.tag, self.operands
+        cond, body, back = a["cond"].graph, a["body"].graph, a["body_vjp"].graph
+        m = len(a["tangent_carries"])
+        c = len(body.inputs) - n
+        caps = ops[n:n + c]
+        avals = [x.aval for x in body.inputs[:n]]
+        ct_avals = [x.aval for x in back.outputs[n:n + m]]
+        # every buffer first: the bodies' arenas lie above them
+        prim = [self.buffer(f"{tag}_p{j}", av) for j, av in enumerate(avals)]
+        head, cur = self._carries(n, avals, prim, ops)
+        holder = self.buffer(f"{tag}_go", cond.outputs[0].aval)
+        ct_next = [self.buffer(f"{tag}_q{j}", av) for j, av in enumerate(ct_avals)]
+        pulled = [self.buffer(f"{tag}_g{j}", x.aval) for j, x in enumerate(back.outputs[n + m:])]
+        spare = [self.buffer(f"{tag}_d{j}", x.aval) for j, x in enumerate(back.outputs[:n])]
+        if tag not in self.scope.slots:  # (sizing the temporary writes the code once before)
+            self.scope.slots.append(tag)
+        slot = self.scope.slots.index(tag)
+        sizes = [_aligned(av.size * av.dtype.itemsize) for av in avals]
+        offsets = [sum(sizes[:j]) for j in range(n)]
+        width = max(ALIGN, sum(sizes))  # one carry's bytes in the block
+        given = [_Read(x, _strides(y.shape), 0) for x, y in zip(cur, body.inputs)] + caps
+        pred = self.body(cond, given, [holder], "c")
+        step = self.body(body, given, [f"{tag}_nxt{j}" for j in range(n)], "")
+        swap, _ = self._swap_and_finish(n, avals, prim)
+        seg = [_Read(f"{tag}_sa{j}", _strides(x.shape), 0) for j, x in enumerate(body.inputs[:n])]
+        again = self.body(body, seg + caps, [f"{tag}_sb{j}" for j in range(n)], "r")
+        cts = [_Read(f"{tag}_ct{j}", _strides(av.shape), 0) for j, av in enumerate(ct_avals)]
+        pull = self.body(back, seg + caps + cts,
+                         [*spare, *[f"{tag}_cn{j}" for j in range(m)], *pulled], "v")
+
+        def at(base: str, j: int, name: str) -> str:
+            ctype = CTYPE[avals[j].dtype]
+            return f"{ctype} *{name} = ({ctype} *)({base} + {offsets[j]});"
+        stop = ["            if (ISK_STOPPED(isk_stop_flag))", "                return;"]
+        every = a["checkpoint_every"] or 0
+        T, K, S, M = (f"{tag}_{x}" for x in "TKSm")
+        lines = head + [
+            f"        int64_t {T} = 0;", "        for (;;) {", *stop, *pred,
+            f"            if (!{holder}[0])", "                break;",
+            *step, *swap, f"            {T}++;", "        }",
+            f"        int64_t {K} = {every};",
+            f"        if ({K} <= 0) {{  /* isqrt(T - 1) + 1, as math.isqrt */",
+            f"            const int64_t v = {T} > 1 ? {T} - 1 : 0;",
+            "            int64_t r = (int64_t)sqrt((double)v);",
+            "            while (r * r > v) r--;",
+            "            while ((r + 1) * (r + 1) <= v) r++;",
+            f"            {K} = r + 1;", "        }",
+            f"        const int64_t {S} = ({T} + {K} - 1) / {K};",
+            f"        char *{M} = (char *)malloc((size_t)({S} + {K}) * {width});",
+            f"        ISK_SLOTS[{slot}] = {M};",
+            f"        if (!{M}) {{ isk_nomem = 1; return; }}"]
+        for j, av in enumerate(avals):
+            lines += _copy(av.shape, f"{tag}_cur{j}", ops[j])
+        lines += [f"        for (int64_t t = 0; t < {T}; t++) {{", *stop,
+                  f"            if (t % {K} == 0) {{"]
+        lines += [f"                memcpy({M} + (t / {K}) * {width} + {offsets[j]}, "
+                  f"{tag}_cur{j}, {av.size * av.dtype.itemsize});" for j, av in enumerate(avals)]
+        lines += ["            }", *step, *swap, "        }"]
+        for j, av in enumerate(ct_avals):
+            ctype = CTYPE[av.dtype]
+            lines += [f"        {ctype} *{tag}_ct{j} = {self.results[j]};",
+                      f"        {ctype} *{tag}_cn{j} = {ct_next[j]};",
+                      *_copy(av.shape, self.results[j], ops[n + c + j])]
+        lines += [f"        int {tag}_first = 1;",
+                  f"        for (int64_t s = {S} - 1; s >= 0; s--) {{",
+                  f"            const int64_t length = {T} - s * {K} < {K} ? {T} - s * {K} : {K};",
+                  f"            char *states = {M} + {S} * {width};",
+                  f"            memcpy(states, {M} + s * {width}, {width});",
+                  "            for (int64_t i = 1; i < length; i++) {", *stop,
+                  *[f"            {at(f'states + (i - 1) * {width}', j, f'{tag}_sa{j}')}"
+                    for j in range(n)],
+                  *[f"            {at(f'states + i * {width}', j, f'{tag}_sb{j}')}"
+                    for j in range(n)],
+                  *again, "            }",
+                  "            for (int64_t i = length - 1; i >= 0; i--) {", *stop,
+                  *[f"            {at(f'states + i * {width}', j, f'{tag}_sa{j}')}"
+                    for j in range(n)],
+                  *pull]
+        for j, av in enumerate(ct_avals):
+            ctype = CTYPE[av.dtype]
+            lines.append(f"            {{ {ctype} *t = {tag}_ct{j}; {tag}_ct{j} = {tag}_cn{j}; "
+                         f"{tag}_cn{j} = t; }}")
+        for g, x in zip(pulled, back.outputs[n + m:]):
+            acc = self.results[m + pulled.index(g)]
+            size = x.aval.size
+            lines += [f"            if ({tag}_first)",
+                      f"                memcpy({acc}, {g}, {size * x.dtype.itemsize});",
+                      "            else",
+                      f"                for (int64_t e = 0; e < {size}; e++) "
+                      f"{acc}[e] = {acc}[e] + {g}[e];"]
+        lines += [f"            {tag}_first = 0;", "            }", "        }"]
+        for g, x in zip(pulled, back.outputs[n + m:]):
+            acc = self.results[m + pulled.index(g)]
+            lines += [f"        if ({tag}_first)",
+                      f"            for (int64_t e = 0; e < {x.aval.size}; e++) "
+                      f"{acc}[e] = {literal(0.0, x.dtype)};"]
+        for j, av in enumerate(ct_avals):
+            lines.append(f"        if ({tag}_ct{j} != {self.results[j]}) memcpy("
+                         f"{self.results[j]}, {tag}_ct{j}, {av.size * av.dtype.itemsize});")
+        return lines + [f"        free({M});", f"        ISK_SLOTS[{slot}] = NULL;"]
 
     def _branches(self) -> list[str]:
         node = self.node

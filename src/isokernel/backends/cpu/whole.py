@@ -46,6 +46,7 @@ from ...codegen.whole import (
     ALIGN,
     BLAS_MIN,
     LAPACK,
+    NOMEM,
     OPS,
     PARALLEL_MIN,
     SPLIT_SUM_MIN,
@@ -130,6 +131,10 @@ class WholeExecutable(ExecutableBase):
                     status = self._fn(args, stop.address)
             else:
                 status = self._fn(args, None)
+        if status & NOMEM:
+            raise MemoryError(f"{self.graph.name}: a while_loop's reverse sweep could not "
+                              f"allocate its checkpoints; pass checkpoint_every= to keep "
+                              f"fewer, or free memory")
         if status and status & watched_flags():
             self._diagnose(arrays)
         return tuple(outs)

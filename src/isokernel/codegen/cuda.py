@@ -190,10 +190,10 @@ def cuda_module(graph: Graph, contract: bool = False,
     partition (the top level's is ``part``, default
     ``region_partition(graph)``) and one per run of elementwise ops between
     them (``elementwise_runs``); a region of elementwise ops whose rows hold
-    several elements runs as a run, one thread per element (``_flat``). A loop runs on the host around its body's
-    launches. The graph runs as given: nothing fuses named forms first, and
-    a ``fused`` node (which only ``cuda-fused`` makes) runs between the
-    kernels."""
+    several elements runs as a run, one thread per element (``_flat``). A
+    loop runs on the host around its body's launches. The graph runs as
+    given: nothing fuses named forms first, and a ``fused`` node (which only
+    ``cuda-fused`` makes) runs between the kernels."""
     stem = _stem(graph)
     programs: list[GraphProgram] = []
     kernels: list[RegionKernel] = []

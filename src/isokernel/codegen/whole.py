@@ -814,7 +814,7 @@ class _Scope:
                              for k, (c, size) in enumerate(
                                  [(t, node.inputs[0].aval.nbytes), ("int32_t", 4 * count * n),
                                   ("int32_t", 4 * count * n)]))
-            ipiv = temporary("int32_t", 4 * n, "ipiv")
+            temporary("int32_t", 4 * n, "ipiv")  # the interchanges LAPACK writes
             lines += [f"        {t} *lu = {lu};",
                       *_copy(node.inputs[0].shape, "lu", a),
                       f"        for (int64_t b = 0; b < {count}; b++) {{",
@@ -1463,8 +1463,12 @@ static void isk_parallel(void (*fn)(const void *, int64_t, int64_t), const void 
 }}
 """
 
-PAIRWISE_SPLIT = """typedef struct {{ const {t} *a; int64_t step; const int64_t *off, *len; {t} *sums; }}
-    isk_psum_{s}_ctx;
+PAIRWISE_SPLIT = """typedef struct {{
+    const {t} *a;
+    int64_t step;
+    const int64_t *off, *len;
+    {t} *sums;
+}} isk_psum_{s}_ctx;
 static void isk_psum_{s}_leaves(const void *p, int64_t begin, int64_t end)
 {{
     const isk_psum_{s}_ctx *c = (const isk_psum_{s}_ctx *)p;

@@ -49,9 +49,9 @@ from ...codegen.whole import (
     NOMEM,
     OPS,
     PARALLEL_MIN,
+    POINTWISE,
     SPLIT_SUM_MIN,
     VENDOR_CALLS,
-    POINTWISE,
     WholeUnsupported,
     emit_whole,
 )

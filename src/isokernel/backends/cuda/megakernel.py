@@ -122,12 +122,10 @@ class CudaMegakernelExecutable(ExecutableBase):
                 outs = run_region(ex, step, self.kernels, value, program.partition.pixels)
                 env.update(zip(step.body.outputs, outs))
             elif isinstance(step, cg.RunKernel):
-                given = dict(zip(step.kernel.body.row_inputs, step.inputs))
-                given.update(zip(step.kernel.body.whole_inputs,
-                                 step.inputs[len(given):]))
-                outs = run_region(ex, step.kernel, self.kernels,
-                                  lambda b: ex.rt.contiguous(value(given[b])).reshape(-1),
-                                  step.size)
+                body = step.kernel.body
+                flat = {b: ex.rt.contiguous(value(x)).reshape(-1) for b, x in
+                        zip((*body.row_inputs, *body.whole_inputs), step.inputs)}
+                outs = run_region(ex, step.kernel, self.kernels, flat.__getitem__, step.size)
                 env.update((x, out.reshape(x.shape)) for x, out in zip(step.outputs, outs))
             else:
                 env[step] = ex.run_node(step, env)

@@ -132,11 +132,12 @@ def test_layout_ops_match_numpy():
             assert got.shape == want.shape and got.tobytes() == np.ascontiguousarray(want).tobytes()
 
 
-def test_static_indexing_only():
-    with pytest.raises(ik.TracerError, match="static integers"):
-        ik.jit(lambda x: x[np.array([0, 1])])(X64)
+def test_indexing_takes_integers_slices_and_integer_arrays():
+    np.testing.assert_array_equal(ik.jit(lambda x: x[np.array([0, 1])])(X64), X64[[0, 1]])
+    with pytest.raises(ik.TracerError, match="integer arrays"):
+        ik.jit(lambda x: x[1.5])(X64)
     with pytest.raises(IndexError, match="out of bounds"):
-        ik.jit(lambda x: x[7])(X64)
+        ik.jit(lambda x: x[7])(X64)  # a static integer is checked as NumPy checks it
 
 
 def test_matmul_and_dot():

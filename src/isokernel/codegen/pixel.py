@@ -73,6 +73,8 @@ ROW_RULES: dict[Op, Callable] = {
     **{op: lambda node, pixels: _control(node, pixels)
        for op in (Op.COND, Op.WHILE, Op.SCAN, Op.CHECKPOINT)},
     Op.GET: lambda node, pixels: _get(node, pixels),
+    Op.GATHER: lambda node, pixels: None,  # an index may name any row
+    Op.SCATTER: lambda node, pixels: None,
 }
 """For each row-local op: how a node reads each operand (``ROWS`` or
 ``WHOLE``), or None when this node of the op is not row-local. A table

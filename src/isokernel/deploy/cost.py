@@ -124,6 +124,8 @@ COST = {
     **{op: _per_element(0) for op in LAYOUT},
     **{op: _reduce for op in REDUCE},
     Op.DOT_GENERAL: _dot,
+    Op.GATHER: _per_element(0),  # a copy of the rows it reads
+    Op.SCATTER: lambda node: node.inputs[2].aval.size,  # one combine per update
     Op.TABLE_LOOKUP: _per_element(11),
     Op.LU: _lu,  # getrf: 2n³/3 per matrix
     Op.TRIANGULAR_SOLVE: _triangular_solve,  # trsm: n² per right-hand-side column

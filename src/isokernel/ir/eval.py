@@ -292,6 +292,38 @@ def _svd(a, *, full_matrices):
     return [u, s, vh]
 
 
+def _gather(x, idx):
+    """``x[idx]`` along axis 0, indices clamped into range."""
+    x, idx = np.asarray(x), np.asarray(idx)
+    if x.shape[0] == 0:
+        return np.zeros(idx.shape + x.shape[1:], x.dtype)
+    return np.take(x, idx, axis=0, mode="clip")
+
+
+_AT = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def _scatter(x, idx, u, *, combine):
+    """A copy of ``x`` with each row of ``u`` combined into the row its index
+    names, in the row-major order of the indices: ``set`` keeps the last
+    update of a repeated index, the others apply every update in order
+    (``ufunc.at``: unbuffered, sequential)."""
+    out = np.array(x, copy=True)
+    n = out.shape[0]
+    flat = np.asarray(idx).reshape(-1)
+    if n == 0 or flat.size == 0:
+        return out
+    flat = np.clip(flat, 0, n - 1)
+    rows = np.asarray(u).reshape((flat.size,) + out.shape[1:])
+    if combine == "set":
+        _, first_from_end = np.unique(flat[::-1], return_index=True)
+        last = flat.size - 1 - first_from_end  # the last update of each index
+        out[flat[last]] = rows[last]
+    else:
+        _AT[combine].at(out, flat, rows)
+    return out
+
+
 EVAL_XP = {
     Op.RESHAPE: lambda xp, x, *, shape: xp.reshape(x, shape),
     Op.BROADCAST: _broadcast,
@@ -403,6 +435,8 @@ EVAL = {
     Op.EIGH: _eigh,
     Op.SVD: _svd,
     Op.GET: lambda results, *, index: results[index],
+    Op.GATHER: _gather,
+    Op.SCATTER: _scatter,
 }
 """Region primitives (``ops.REGION``) add their rules here when their module
 registers them (``register_region``); one whose meaning a device shares

@@ -92,6 +92,9 @@ class Op(Enum):
     QR = "qr"
     EIGH = "eigh"
     SVD = "svd"
+    # data-dependent indexing along axis 0 (see INDEXING)
+    GATHER = "gather"
+    SCATTER = "scatter"
     # transform markers (see TRANSFORM_ONLY)
     STOP_GRADIENT = "stop_gradient"
     CUSTOM_JVP_CALL = "custom_jvp_call"
@@ -163,6 +166,18 @@ LAYOUT = frozenset({
 # two (q, r), ``eigh`` two (eigenvalues ascending, eigenvectors), ``svd``
 # three (u, s descending, vh).
 LINALG = frozenset({Op.LU, Op.TRIANGULAR_SOLVE, Op.CHOLESKY, Op.QR, Op.EIGH, Op.SVD})
+
+# Data-dependent indexing along axis 0 of the operand (``isokernel.numpy``
+# moves any other axis there, and flattens several indexed axes into one):
+# ``gather(x, idx)`` is ``x[idx]``, of shape idx.shape + x.shape[1:];
+# ``scatter(x, idx, u, combine=)`` is x with each row ``u[p]`` combined into
+# row ``idx[p]`` (combine one of SCATTER_COMBINE), the updates applied in the
+# row-major order of ``idx``: a repeated index ``set`` keeps the last, ``add``
+# sums in that order (the same bits everywhere). The indices are integers in
+# [0, n): the frontend applies the user's out-of-bounds mode (clip, fill,
+# drop, wrap) first; the rules clamp anything else.
+INDEXING = frozenset({Op.GATHER, Op.SCATTER})
+SCATTER_COMBINE = ("set", "add", "mul", "min", "max")
 
 # Pointwise like ELEMENTWISE, but each reads a named table (kept apart: a
 # strategy needs the table's data, not just an expression, to run one).

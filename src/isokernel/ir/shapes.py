@@ -14,7 +14,7 @@ import numpy as np
 from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Aval
-from .ops import BITWISE, COMPARE, LOGICAL, REGION, Op
+from .ops import BITWISE, COMPARE, LOGICAL, REGION, SCATTER_COMBINE, Op
 
 FLOAT_ONLY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -270,8 +270,36 @@ def _table_lookup(x: Aval, layer: Aval, *, name, values, x0, step, mode) -> Aval
     return Aval(x.shape, x.dtype)
 
 
+def _indices(idx: Aval, x: Aval, op: str) -> None:
+    if idx.dtype not in dtypes.INTS:
+        raise DTypeError(f"{op} needs integer indices, got {dtypes.SHORT[idx.dtype]}; cast "
+                         f"them with astype(inp.int64)")
+    if x.ndim == 0:
+        raise ShapeError(f"{op} indexes axis 0 of a 0-d value; give an array")
+
+
+def _gather(x: Aval, idx: Aval) -> Aval:
+    _indices(idx, x, "gather")
+    return Aval(idx.shape + x.shape[1:], x.dtype, x.weak)
+
+
+def _scatter(x: Aval, idx: Aval, u: Aval, *, combine) -> Aval:
+    _indices(idx, x, "scatter")
+    if combine not in SCATTER_COMBINE:
+        raise ValueError(f"scatter combine={combine!r}: one of {SCATTER_COMBINE}")
+    if u.shape != idx.shape + x.shape[1:]:
+        raise ShapeError(f"scatter updates of shape {u.shape} do not fit indices "
+                         f"{idx.shape} into {x.shape}: expected {idx.shape + x.shape[1:]}")
+    if u.dtype != x.dtype:
+        raise DTypeError(f"scatter updates of {dtypes.SHORT[u.dtype]} into "
+                         f"{dtypes.SHORT[x.dtype]}; cast the updates with astype")
+    return Aval(x.shape, x.dtype, x.weak)
+
+
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
+    Op.GATHER: _gather,
+    Op.SCATTER: _scatter,
     Op.INPUT: lambda *, aval, index: aval,
     Op.SELECT: _select,
     Op.CAST: _cast,

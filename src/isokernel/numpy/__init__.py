@@ -174,5 +174,6 @@ from ..record.frontend import (  # noqa: F401
     zeros,
     zeros_like,
 )
+from ..record.indexing import at, bincount, take, take_along_axis  # noqa: F401
 from ..record.tables import Table  # noqa: F401
 from . import linalg  # noqa: F401

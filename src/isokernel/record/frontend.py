@@ -622,14 +622,19 @@ def flip(x, axis=None):
 
 
 def getitem(x, key):
-    """Static indexing: integers, slices (any step), ``None`` and ``...``."""
+    """Indexing: integers, slices (any step), ``None`` and ``...``; integer
+    arrays (NumPy's advanced indexing; an index out of range is clamped, as
+    JAX's, with no derivative: ``record.indexing``)."""
     key = key if isinstance(key, tuple) else (key,)
+    if builtins.any(isinstance(k, (Tracer, list, np.ndarray)) for k in key):
+        from .indexing import gather
+        return gather(x, key, "promise_in_bounds", None, "indexing")
     static = (int, np.integer, slice, type(None), type(Ellipsis))
     for k in key:
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, static):
             raise TracerError(
-                f"indexing at {user_where()}: only static integers, slices, None and ... "
-                f"are supported; for data-dependent selection use inp.where")
+                f"indexing at {user_where()}: indices are integers, slices, None, ... or "
+                f"integer arrays; for a selection by a condition use inp.where")
     old = _shape_of(x)
     key = _expand_ellipsis(key, len(old))
     starts, limits, strides, reverse, out_shape = [], [], [], [], []

@@ -3,6 +3,7 @@ linearization and transposition (reverse mode), batching (vmap), custom
 derivative rules, fused-form rewrites, and the user-facing API composed from
 them."""
 
+from . import indexing  # noqa: F401  (registers the indexing rules)
 from .api import (
     grad,
     hessian,

@@ -70,6 +70,8 @@ _NAMES = {
     Op.LU: "isokernel getrf (NumPy: partial pivoting, rank-1 updates)",
     Op.TRIANGULAR_SOLVE: "isokernel trsm (NumPy: substitution, matmul by halves)",
     Op.CHOLESKY: "numpy.linalg.cholesky (LAPACK potrf 'L')",
+    Op.GATHER: "numpy.take (axis 0)",
+    Op.SCATTER: "numpy ufunc.at (sequential, in the indices' order); set: the last write",
     Op.QR: "numpy.linalg.qr (LAPACK geqrf + orgqr)",
     Op.EIGH: "numpy.linalg.eigh (LAPACK syevd 'L')",
     Op.SVD: "numpy.linalg.svd (LAPACK gesdd)", Op.CAST: "numpy.ndarray.astype",

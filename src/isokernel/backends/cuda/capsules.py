@@ -104,6 +104,9 @@ def _register_capsules() -> None:
         register(Capsule(f"cupy {op.value} (view or device copy)", op, LAYOUT_PROVIDER, "cuda",
                          "checked", "isokernel-graph",
                          NumericalPolicy(math_library="data movement only (exact)")))
+    register(Capsule("cupy.take (axis 0, indices in range)", Op.GATHER, LAYOUT_PROVIDER, "cuda",
+                     "checked", "isokernel-graph",
+                     NumericalPolicy(math_library="data movement only (exact)")))
     register(Capsule("cupy.matmul (cuBLAS)", Op.DOT_GENERAL, BLAS_PROVIDER, "cuda", "trusted",
                      "isokernel-graph",
                      NumericalPolicy(subnormals="implementation-defined",

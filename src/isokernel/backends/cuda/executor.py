@@ -272,6 +272,8 @@ CUPY = {
     Op.TABLE_LOOKUP: _table,
     Op.FUSED: _fused,
     Op.GET: lambda ex, node, results: EVAL[Op.GET](results, **node.attrs),
+    Op.GATHER: lambda ex, node, x, idx: ex.rt.xp.take(x, idx, axis=0, mode="clip"),
+    Op.SCATTER: lambda ex, node, *operands: _no_device_scatter(node),
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array`` (control flow: a list of them, which its
@@ -310,10 +312,23 @@ NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result h
              "run; cast to a float dtype first, or use strategy='reference'")
 
 
+NO_SCATTER = ("scatter{where}: the GPU strategies have no scatter kernel that applies "
+              "repeated indices in isokernel's fixed order yet (CUDA atomics do not). Nothing "
+              "was run; use a CPU strategy (native) for this graph")
+
+
+def _no_device_scatter(node):
+    where = f" at {node.where}" if node.where else ""
+    raise PlanningError(NO_SCATTER.format(where=where))
+
+
 def refuse_unsupported(graph) -> None:
-    """Planning-time refusal of an elementwise node without an exact C form
-    (fused forms and control flow are checked through their bodies)."""
+    """Planning-time refusal of an elementwise node without an exact C form,
+    and of a scatter (fused forms and control flow are checked through their
+    bodies)."""
     for node in graph.nodes:
+        if node.op is Op.SCATTER:
+            _no_device_scatter(node)
         if node.op is Op.FUSED or node.op in CONTROL:
             for _, body in subgraphs(node):
                 refuse_unsupported(body.graph)

@@ -248,3 +248,25 @@ def test_against_jax_values_jacobians_and_vmap():
                                        atol=1e-12 * np.max(np.abs(want)))
         xs = np.stack([X, X * 2.0])
         np.testing.assert_allclose(ik.vmap(f)(xs), jax.vmap(g)(xs), rtol=1e-12)
+
+
+def test_native_compiles_gathers_and_updates_into_its_one_c_program():
+    """An embedding look-up and its gradient (a scatter-add) in a training
+    step's shape: ``native`` writes both as C loops (the index clamped as
+    the reference's rule clamps; updates in the indices' order, each
+    combination the elementwise op's own expression): the reference's bits."""
+    table, ids = RNG.standard_normal((50, 8)), np.array([3, 17, 3, 49, 0, 17, 17])
+    target = RNG.standard_normal((7, 8))
+
+    def step(table):
+        def loss(t):
+            return inp.sum((t[ids] * 2.0 - target) ** 2)
+        return table - 0.1 * ik.grad(loss)(table)
+    compiled = ik.jit(step).lower(table).compile()
+    assert dict(compiled.report().extra)["program"].startswith("the whole graph as one C")
+    same(compiled(table), ik.jit(step, strategy="reference")(table))
+    for name in ("set", "multiply", "min", "max"):
+        def update(x, u, name=name):
+            return getattr(inp.at(x)[IDX], name)(u) * 1.0
+        got = ik.jit(update, strategy="native-whole")(X, UPD)
+        same(got, ik.jit(update, strategy="reference")(X, UPD))

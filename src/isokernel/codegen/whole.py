@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Graph, Node, Op, dtypes, subgraphs
-from ..ir.ops import ELEMENTWISE, REDUCE, TABLE
+from ..ir import Attrs, Graph, Node, Op, dtypes, subgraphs
+from ..ir.ops import ELEMENTWISE, INDEXING, REDUCE, TABLE
 from .c_expr import C_EXPR, CTYPE, HOST_HELPERS, UTYPE, Ctx, literal, table_data
 from .emit import called_helpers, expression, library_calls, prelude
 from .host import HEADER, simd_declarations
@@ -66,7 +66,7 @@ LAPACK_MIN = 17
 """The smallest matrix order the vendor factorizes or solves inside a whole
 program. Up to 16 the reference's own getrf is unblocked (``ir.eval._getf2``)
 and ``native`` keeps its bits by running it staged."""
-OPS = (POINTWISE | REDUCE | COPIES | CONTROL | LAPACK
+OPS = (POINTWISE | REDUCE | COPIES | CONTROL | LAPACK | INDEXING
        | {Op.RESHAPE, Op.CONCATENATE, Op.PAD, Op.DOT_GENERAL, Op.GET})
 """The ops ``emit_whole`` writes (an op's dtype may still have no C form:
 ``unsupported`` says)."""
@@ -1309,7 +1309,57 @@ def _node_code(node: Node, out: str, reads: dict, blas: bool = False,
         return _dot(node, out, *(reads[x] for x in node.inputs), blas)
     if node.op is Op.CONCATENATE:
         return _concatenate(node, out, reads)
+    if node.op is Op.GATHER:
+        return _gather(node, out, *(reads[x] for x in node.inputs))
+    if node.op is Op.SCATTER:
+        return _scatter(node, out, *(reads[x] for x in node.inputs))
     return _pad(node, out, reads)
+
+
+def _row(index: str, n: int) -> str:
+    """An index read, clamped into [0, n) as the reference's rule clamps."""
+    return (f"int64_t k = (int64_t){index}; k = k < 0 ? 0 : k > {n - 1} ? {n - 1} : k;")
+
+
+def _gather(node: Node, out: str, rx: _Read, ri: _Read) -> list[str]:
+    """``out[p, r] = x[idx[p], r]``: one nest over the result, the index
+    read at its position and the row's element at its own."""
+    x, idx = node.inputs
+    if x.shape[0] == 0:
+        return [f"        for (int64_t k = 0; k < {node.aval.size}; k++) {out}[k] = 0;"]
+    k, rest = idx.aval.ndim, x.aval.ndim - 1
+    arrays = [(_strides(node.shape), 0), (list(ri.strides) + [0] * rest, ri.offset),
+              ([0] * k + list(rx.strides[1:]), rx.offset)]
+    return _nest(node.shape, arrays, lambda ix: (
+        f"{{ {_row(f'{ri.name}[{ix[1]}]', x.shape[0])} "
+        f"{out}[{ix[0]}] = {rx.name}[{ix[2]} + k * {rx.strides[0]}]; }}"))
+
+
+def _scatter(node: Node, out: str, rx: _Read, ri: _Read, ru: _Read) -> list[str]:
+    """``out = x``, then each update combined into its row in the indices'
+    row-major order (``ufunc.at``'s order; ``set``: the last write stays),
+    each combination the elementwise op's own expression."""
+    x, idx, u = node.inputs
+    lines = _copy(x.shape, out, rx)
+    if x.shape[0] == 0 or u.aval.size == 0:
+        return lines
+    k, rest = idx.aval.ndim, x.aval.ndim - 1
+    combine = node.attrs["combine"]
+    if combine == "set":
+        value = "{u}"
+    else:
+        op = {"add": Op.ADD, "mul": Op.MUL, "min": Op.MIN, "max": Op.MAX}[combine]
+        pair = Node(op, (x, x), Attrs({}), x.aval.strong())
+        value = expression(pair, ["{a}", "{u}"], host=True)
+    row = math.prod(x.shape[1:])
+    arrays = [(list(ru.strides), ru.offset), (list(ri.strides) + [0] * rest, ri.offset),
+              ([0] * k + _strides(x.shape[1:]), 0)]
+
+    def statement(ix):
+        target = f"{out}[{ix[2]} + k * {row}]"
+        update = value.replace("{a}", target).replace("{u}", f"{ru.name}[{ix[0]}]")
+        return f"{{ {_row(f'{ri.name}[{ix[1]}]', x.shape[0])} {target} = {update}; }}"
+    return lines + _nest(u.shape, arrays, statement)
 
 
 def _source_view(node: Node, src: list) -> tuple[list[int], int]:

@@ -1,6 +1,6 @@
-"""JAX's ``jax.ops`` and ``lax`` indexing functions: segment reductions and
-dynamic slices (``record.indexing``; the NumPy names are in
-``isokernel.numpy``)."""
+"""JAX's ``jax.ops`` and ``lax`` functions for indexing and sorting: segment
+reductions, dynamic slices and ``top_k`` (``record.indexing``,
+``record.sorting``; the NumPy names are in ``isokernel.numpy``)."""
 
 from .record.indexing import (
     dynamic_slice,
@@ -9,6 +9,7 @@ from .record.indexing import (
     segment_min,
     segment_sum,
 )
+from .record.sorting import top_k
 
 __all__ = ["dynamic_slice", "dynamic_update_slice", "segment_max", "segment_min",
-           "segment_sum"]
+           "segment_sum", "top_k"]

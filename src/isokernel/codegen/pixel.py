@@ -75,6 +75,7 @@ ROW_RULES: dict[Op, Callable] = {
     Op.GET: lambda node, pixels: _get(node, pixels),
     Op.GATHER: lambda node, pixels: None,  # an index may name any row
     Op.SCATTER: lambda node, pixels: None,
+    Op.SORT: lambda node, pixels: None,  # runs whole (NumPy's sort)
 }
 """For each row-local op: how a node reads each operand (``ROWS`` or
 ``WHOLE``), or None when this node of the op is not row-local. A table

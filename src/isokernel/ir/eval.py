@@ -324,6 +324,17 @@ def _scatter(x, idx, u, *, combine):
     return out
 
 
+def _sort(*xs, axis, num_keys):
+    """NumPy's stable sort (``argsort(kind="stable")``, ``lexsort`` for
+    several keys, the first primary; NaN last) applied to every operand."""
+    xs = [np.asarray(x) for x in xs]
+    if num_keys == 1:
+        order = np.argsort(xs[0], axis=axis, kind="stable")
+    else:
+        order = np.lexsort(xs[:num_keys][::-1], axis=axis)
+    return [np.take_along_axis(x, order, axis=axis) for x in xs]
+
+
 EVAL_XP = {
     Op.RESHAPE: lambda xp, x, *, shape: xp.reshape(x, shape),
     Op.BROADCAST: _broadcast,
@@ -437,6 +448,7 @@ EVAL = {
     Op.GET: lambda results, *, index: results[index],
     Op.GATHER: _gather,
     Op.SCATTER: _scatter,
+    Op.SORT: _sort,
 }
 """Region primitives (``ops.REGION``) add their rules here when their module
 registers them (``register_region``); one whose meaning a device shares

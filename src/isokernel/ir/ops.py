@@ -95,6 +95,8 @@ class Op(Enum):
     # data-dependent indexing along axis 0 (see INDEXING)
     GATHER = "gather"
     SCATTER = "scatter"
+    # a stable sort of several arrays along one axis by the first ``num_keys``
+    SORT = "sort"
     # transform markers (see TRANSFORM_ONLY)
     STOP_GRADIENT = "stop_gradient"
     CUSTOM_JVP_CALL = "custom_jvp_call"
@@ -177,6 +179,12 @@ LINALG = frozenset({Op.LU, Op.TRIANGULAR_SOLVE, Op.CHOLESKY, Op.QR, Op.EIGH, Op.
 # [0, n): the frontend applies the user's out-of-bounds mode (clip, fill,
 # drop, wrap) first; the rules clamp anything else.
 INDEXING = frozenset({Op.GATHER, Op.SCATTER})
+
+# ``sort(*xs, axis=, num_keys=)``: the operands (one shape) reordered along
+# ``axis`` by a stable sort on the first ``num_keys`` of them, the first key
+# primary, in NumPy's order (NaN last; -0.0 and 0.0 equal, kept in order);
+# one result per operand. ``argsort`` sorts an iota along with the keys.
+SORTING = frozenset({Op.SORT})
 SCATTER_COMBINE = ("set", "add", "mul", "min", "max")
 
 # Pointwise like ELEMENTWISE, but each reads a named table (kept apart: a

@@ -296,8 +296,20 @@ def _scatter(x: Aval, idx: Aval, u: Aval, *, combine) -> Aval:
     return Aval(x.shape, x.dtype, x.weak)
 
 
+def _sort(*xs: Aval, axis, num_keys) -> tuple[Aval, ...]:
+    if not xs or not 1 <= num_keys <= len(xs):
+        raise ValueError(f"sort of {len(xs)} operand(s) by {num_keys} key(s)")
+    if any(x.shape != xs[0].shape for x in xs):
+        raise ShapeError(f"sort operands have shapes {[x.shape for x in xs]}; they need one "
+                         f"shape")
+    if not 0 <= axis < max(xs[0].ndim, 1) or xs[0].ndim == 0:
+        raise ShapeError(f"sort along axis {axis} of a rank-{xs[0].ndim} value")
+    return tuple(Aval(x.shape, x.dtype, x.weak) for x in xs)
+
+
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
+    Op.SORT: _sort,
     Op.GATHER: _gather,
     Op.SCATTER: _scatter,
     Op.INPUT: lambda *, aval, index: aval,

@@ -175,5 +175,19 @@ from ..record.frontend import (  # noqa: F401
     zeros_like,
 )
 from ..record.indexing import at, bincount, take, take_along_axis  # noqa: F401
+from ..record.sorting import (  # noqa: F401
+    argsort,
+    digitize,
+    lexsort,
+    median,
+    nanmedian,
+    nanpercentile,
+    nanquantile,
+    percentile,
+    quantile,
+    searchsorted,
+    sort,
+    unique,
+)
 from ..record.tables import Table  # noqa: F401
 from . import linalg  # noqa: F401

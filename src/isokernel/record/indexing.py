@@ -44,7 +44,7 @@ from .tracer import Tracer, bind
 MODES = ("clip", "fill", "drop", "wrap", "promise_in_bounds")
 
 
-def _operand(x, name: str):
+def operand(x, name: str):
     """An array operand: a traced value as it is, anything else as NumPy."""
     if isinstance(x, Tracer):
         return x
@@ -224,7 +224,7 @@ def _rows(key, rank: int) -> bool:
 def gather(x, key, mode: str = "clip", fill_value=None, name: str = "indexing"):
     """``x[key]`` with the out-of-bounds ``mode``."""
     _check_mode(mode, name)
-    x = _operand(x, name)
+    x = operand(x, name)
     shape = F.shape(x)
     if _rows(key, len(shape)):
         idx = _index_array(key[0] if isinstance(key, tuple) else key, name)
@@ -262,11 +262,11 @@ def scatter(x, key, values, combine: str, mode: str = "drop", name: str = "updat
     _check_mode(mode, name)
     if mode in ("fill", "promise_in_bounds"):
         mode = "drop"  # JAX: these updates drop what is out of range
-    x = _operand(x, name)
+    x = operand(x, name)
     shape = F.shape(x)
     dtype = F.dtype_of(x, name)[0]
     where, valid, out_shape = positions(shape, key, mode, name)
-    values = F.broadcast_to(F.astype(_operand(values, name), dtype), out_shape)
+    values = F.broadcast_to(F.astype(operand(values, name), dtype), out_shape)
     flat = F.ravel(x)
     size = math.prod(shape)
     if valid is not None:  # out-of-range updates go to one extra element, then are cut off
@@ -328,7 +328,7 @@ Tracer.at = property(at)
 def take(a, indices, axis=None, mode=None, fill_value=None):
     """NumPy ``take`` with JAX's modes (default ``fill``: NaN, the most
     negative integer or True for an index out of range)."""
-    x = _operand(a, "take")
+    x = operand(a, "take")
     if axis is None:
         x, axis = F.ravel(x), 0
     rank = len(F.shape(x))
@@ -340,7 +340,7 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     """NumPy ``take_along_axis`` (``indices`` of ``arr``'s rank, broadcast
     with it along the other axes) with JAX's modes (default ``fill``)."""
-    x = _operand(arr, "take_along_axis")
+    x = operand(arr, "take_along_axis")
     idx = _index_array(indices, "take_along_axis")
     if axis is None:
         x, axis = F.ravel(x), 0
@@ -384,7 +384,7 @@ def segment_min(data, segment_ids, num_segments: int):
 
 
 def _segment(data, ids, num_segments, combine, start, name):
-    x = _operand(data, name)
+    x = operand(data, name)
     dtype = F.dtype_of(x, name)[0]
     shape = F.shape(x)
     if start == "lowest":
@@ -411,7 +411,7 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None):
     if weights is None:
         ones = F.ones(F.shape(idx), F.int64)
         return _bins(idx, ones, length, F.int64)
-    w = _operand(weights, "bincount")
+    w = operand(weights, "bincount")
     dtype = np.result_type(F.dtype_of(w, "bincount")[0], np.float64) \
         if F.dtype_of(w, "bincount")[0].kind != "f" else F.dtype_of(w, "bincount")[0]
     return _bins(idx, F.astype(w, dtype), length, dtype)
@@ -426,7 +426,7 @@ def dynamic_slice(x, start_indices, slice_sizes):
     """JAX's ``lax.dynamic_slice``: the block of ``slice_sizes`` at
     ``start_indices`` (traced integers), each start clamped so the block
     fits, as JAX clamps."""
-    x = _operand(x, "dynamic_slice")
+    x = operand(x, "dynamic_slice")
     shape = F.shape(x)
     key = _block(shape, start_indices, slice_sizes, "dynamic_slice")
     return gather(x, key, "clip", None, "dynamic_slice")
@@ -435,7 +435,7 @@ def dynamic_slice(x, start_indices, slice_sizes):
 def dynamic_update_slice(x, update, start_indices):
     """JAX's ``lax.dynamic_update_slice``: ``update`` written at
     ``start_indices``, each start clamped so the block fits."""
-    x = _operand(x, "dynamic_update_slice")
+    x = operand(x, "dynamic_update_slice")
     shape = F.shape(x)
     sizes = F.shape(update)
     key = _block(shape, start_indices, sizes, "dynamic_update_slice")
@@ -451,7 +451,7 @@ def _block(shape, starts, sizes, name):
     for d, (n, s, size) in enumerate(zip(shape, starts, sizes)):
         if not 0 <= size <= n:
             raise ValueError(f"{name} at {user_where()}: size {size} on axis {d} of {n}")
-        s = F.astype(_operand(s, name), F.int64)
+        s = F.astype(operand(s, name), F.int64)
         s = F.clip(s, 0, n - size)
         view = [1] * len(shape)
         view[d] = size

@@ -1,5 +1,9 @@
 """The derivative and batching rules of data-dependent indexing (``gather``
-and ``scatter``, ``ops.INDEXING``), registered into the transforms' tables.
+and ``scatter``, ``ops.INDEXING``) and of ``sort``, registered into the
+transforms' tables.
+
+- ``sort`` carries the positions along (an iota sorted with the keys) and
+  moves each tangent by that permutation: a gather along the axis.
 
 - ``gather(x, idx)`` is linear in ``x``: its tangent is the gather of the
   tangent, its transpose a scatter-add of the cotangent into zeros (each
@@ -29,6 +33,7 @@ from ..ir import DifferentiationError, Op
 from ..ir.source import user_where
 from ..record import bind
 from ..record import frontend as F
+from ..record.indexing import take_along_axis
 from .graphs import zeros
 from .jvp import JVP
 from .transpose import TRANSPOSABLE, TRANSPOSE, Lin
@@ -154,3 +159,33 @@ def _scatter_batch(args, bdims, *, combine):
 
 BATCH[Op.GATHER] = _gather_batch
 BATCH[Op.SCATTER] = _scatter_batch
+
+
+# --- sort ---------------------------------------------------------------------------------
+
+def _iota_along(shape: tuple, axis: int):
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return F.broadcast_to(np.arange(shape[axis], dtype=np.int64).reshape(view), shape)
+
+
+def _sort_jvp(operands, tangents, *, axis, num_keys):
+    if all(t is None for t in tangents):
+        return bind(Op.SORT, *operands, axis=axis, num_keys=num_keys), (None,) * len(operands)
+    shape = operands[0].shape
+    *outs, order = bind(Op.SORT, *operands, _iota_along(shape, axis), axis=axis,
+                        num_keys=num_keys)
+    moved = tuple(None if t is None else take_along_axis(t, order, axis, mode="clip")
+                  for t in tangents)
+    return tuple(outs), moved
+
+
+def _sort_batch(args, bdims, *, axis, num_keys):
+    size = batch_size(args, bdims)
+    out = bind(Op.SORT, *(batched(x, d, size) for x, d in zip(args, bdims)), axis=axis + 1,
+               num_keys=num_keys)
+    return out, (0,) * len(out)
+
+
+JVP[Op.SORT] = _sort_jvp
+BATCH[Op.SORT] = _sort_batch

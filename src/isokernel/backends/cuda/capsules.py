@@ -107,6 +107,9 @@ def _register_capsules() -> None:
     register(Capsule("cupy.take (axis 0, indices in range)", Op.GATHER, LAYOUT_PROVIDER, "cuda",
                      "checked", "isokernel-graph",
                      NumericalPolicy(math_library="data movement only (exact)")))
+    register(Capsule("cupy stable argsort/lexsort, then take_along_axis", Op.SORT,
+                     LAYOUT_PROVIDER, "cuda", "checked", "isokernel-graph",
+                     NumericalPolicy(math_library="comparisons and data movement (exact)")))
     register(Capsule("cupy.matmul (cuBLAS)", Op.DOT_GENERAL, BLAS_PROVIDER, "cuda", "trusted",
                      "isokernel-graph",
                      NumericalPolicy(subnormals="implementation-defined",

@@ -274,6 +274,7 @@ CUPY = {
     Op.GET: lambda ex, node, results: EVAL[Op.GET](results, **node.attrs),
     Op.GATHER: lambda ex, node, x, idx: ex.rt.xp.take(x, idx, axis=0, mode="clip"),
     Op.SCATTER: lambda ex, node, *operands: _no_device_scatter(node),
+    Op.SORT: lambda ex, node, *xs: _device_sort(ex, *xs, **node.attrs),
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array`` (control flow: a list of them, which its
@@ -315,6 +316,16 @@ NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result h
 NO_SCATTER = ("scatter{where}: the GPU strategies have no scatter kernel that applies "
               "repeated indices in isokernel's fixed order yet (CUDA atomics do not). Nothing "
               "was run; use a CPU strategy (native) for this graph")
+
+
+def _device_sort(ex, *xs, axis, num_keys):
+    """CuPy's stable sort (NaN last, as NumPy's) of the keys, every operand
+    reordered by it."""
+    xp = ex.rt.xp
+    keys = xs[:num_keys]
+    order = (xp.argsort(keys[0], axis=axis, kind="stable") if num_keys == 1
+             else xp.lexsort(xp.stack(keys[::-1]), axis=axis))
+    return [xp.take_along_axis(x, order, axis=axis) for x in xs]
 
 
 def _no_device_scatter(node):

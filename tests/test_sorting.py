@@ -5,6 +5,8 @@ derivatives through the permutation; and JAX itself where installed."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -75,7 +77,7 @@ def test_searchsorted_digitize_and_unique(run):
     a[3] = a[4]
     v = np.concatenate([a[[0, 3, 8]], RNG.standard_normal(5), [np.nan, -np.inf, np.inf]])
     for side in ("left", "right"):
-        same(run(lambda a, v: inp.searchsorted(a, v, side=side), a, v),
+        same(run(lambda a, v, side=side: inp.searchsorted(a, v, side=side), a, v),
              np.searchsorted(a, v, side=side))
     same(run(lambda v: inp.digitize(v, a), v), np.digitize(v, a))
     same(run(lambda v: inp.digitize(v, a[::-1], right=True), v),
@@ -106,7 +108,6 @@ def test_hypothesis_sorts_and_quantiles_are_numpys_bits(x, q, axis):
                 for ours, theirs in ((inp.quantile, np.quantile),
                                      (inp.nanquantile, np.nanquantile)):
                     f = lambda x, ours=ours: ours(x, q, axis=axis)  # noqa: E731
-                    import warnings
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
                         want = theirs(x, q, axis=axis)

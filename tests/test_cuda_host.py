@@ -308,3 +308,23 @@ def test_report_lines_say_where_and_how():
 
 def test_stated_bounds_cover_every_transcendental():
     assert set(ULP_BOUND) == TRANSCENDENTAL
+
+
+def test_gathers_and_sorts_run_on_the_device_and_scatters_are_refused():
+    """The GPU strategies' rules for the indexing and sorting primitives:
+    a gather is CuPy's take and a sort CuPy's stable sort (here the host
+    emulation's NumPy), each the reference's bits; a scatter is refused at
+    build, naming the op and the fix (no device kernel applies repeated
+    indices in a fixed order)."""
+    x = np.random.default_rng(7).standard_normal((6, 5))
+    x[2, 1] = np.nan
+
+    def f(x):
+        i = inp.argsort(x[:, 0])
+        return x[i], inp.sort(x, axis=1), inp.median(x, axis=0)
+    eager, mega, _ = executables(f, x)
+    want = reference(f, x)
+    for got in (eager(x), mega(x)):
+        assert all(bit_identical(g, w) for g, w in zip(got, want))
+    with pytest.raises(ik.PlanningError, match="scatter"):
+        executables(lambda x: inp.at(x)[np.array([0, 0])].add(1.0), x)

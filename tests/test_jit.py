@@ -114,6 +114,7 @@ def Op_names(graph):
     ("metal", "no maintained runtime profile for device 'metal'"),
     ("rocm", "no maintained runtime profile"),
     ("tpu", "no maintained runtime profile"),
+    ("trainium", "no maintained runtime profile for device 'trainium'"),
 ])
 def test_devices_without_a_runtime_are_refused(device, match):
     with pytest.raises(ik.BackendUnavailableError, match=match) as err:

@@ -288,3 +288,28 @@ def test_a_checkpoint_saved_during_threaded_steps_is_one_step_s_state(tmp_path):
     for path in saved:
         resumed = Trainer.load(path, _tanh_net_loss, optim.adam(1e-2), strategy="reference")
         assert _bits([resumed.params, resumed.opt_state]) == trajectory[resumed.steps]
+
+
+@pytest.mark.parametrize("strategy", ["reference", "native"])
+def test_evaluate_is_the_forward_loss_without_a_step(strategy):
+    """``evaluate`` gives the loss the next step starts from (its bits), changes
+    neither the parameters nor the state, and compiles once per signature."""
+    trainer = Trainer(pinn_loss, _init(), _optimizer(), strategy=strategy)
+    xs, other = np.linspace(0.0, 1.0, 16), np.linspace(0.0, 1.0, 24)
+    trainer.step(xs)
+    before = _bits(trainer.params)
+    value = trainer.evaluate(other)
+    assert _bits(trainer.params) == before and trainer.steps == 1
+    assert np.asarray(value).tobytes() == np.asarray(trainer.step(other)).tobytes()
+    trainer.evaluate(other)
+    trainer.evaluate(xs)
+    assert len(trainer._evaluations) == 2
+
+
+def test_evaluate_returns_the_aux_tree():
+    def loss(p, xs):
+        value = pinn_loss(p, xs)
+        return value, {"twice": 2.0 * value}
+    trainer = Trainer(loss, _init(), optim.adam(1e-3), strategy="reference", has_aux=True)
+    value, aux = trainer.evaluate(np.linspace(0.0, 1.0, 8))
+    assert np.asarray(aux["twice"]).tobytes() == np.asarray(2.0 * value).tobytes()

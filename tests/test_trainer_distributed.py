@@ -205,3 +205,17 @@ def test_local_client_starts_and_closes_its_own_cluster(serial):
     finally:
         t.close()
     assert cluster.status.name == "closed"
+
+
+def test_a_data_parallel_trainer_evaluates_in_this_process_with_its_reduction():
+    """``evaluate`` runs ``loss_fn`` over the whole batch here (the sum of
+    every row's loss) and divides by the rows as ``reduction="mean"`` does:
+    the loss the next step reports, within the blocks' different order of
+    summation."""
+    t = trainer("serial", np.float64)
+    x, y = problem(np.float64)[1:]
+    value = t.evaluate(x, y)
+    assert t.steps == 0
+    np.testing.assert_allclose(value, t.step(x, y), rtol=1e-13)
+    summed = trainer("serial", np.float64, reduction="sum")
+    np.testing.assert_allclose(summed.evaluate(x, y), value * len(x), rtol=1e-13)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..ir import BackendUnavailableError
 
-DEVICE_KINDS = ("cpu", "cuda", "metal", "rocm", "tpu")
+DEVICE_KINDS = ("cpu", "cuda", "metal", "rocm", "tpu", "trainium")
 MAINTAINED = ("cpu", "cuda")
 _SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<index>\d+))?$")
 
@@ -22,13 +22,13 @@ class Device:
 
 
 def parse_device(spec) -> Device:
-    """``cpu``, ``cuda``, ``cuda:N``, ``metal``, ``rocm`` or ``tpu``."""
+    """``cpu``, ``cuda``, ``cuda:N``, ``metal``, ``rocm``, ``tpu`` or ``trainium``."""
     if isinstance(spec, Device):
         return spec
     match = _SPEC.match(str(spec).strip().lower())
     if match is None or match["kind"] not in DEVICE_KINDS:
         raise ValueError(f"unknown device {spec!r}; use one of cpu, cuda, cuda:N, metal, "
-                         f"rocm, tpu")
+                         f"rocm, tpu, trainium")
     if match["kind"] == "cpu" and match["index"] not in (None, "0"):
         raise ValueError(f"device {spec!r}: the host is one device, write 'cpu'")
     index = match["index"]

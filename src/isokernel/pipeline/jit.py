@@ -43,7 +43,7 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
     ``strategy``: ``auto`` or the name of a registered strategy (``isokernel
     devices`` lists them; ``auto`` takes the available one of the inputs'
     device with the highest priority). ``device``: ``cpu``,
-    ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu`` are recognised and
+    ``cuda``, ``cuda:N`` (``metal``, ``rocm``, ``tpu``, ``trainium`` are recognised and
     refused). Inputs, outputs and static arguments may be pytrees. Usable as
     ``@jit`` or ``@jit(strategy=...)``. ``block``: None (run each call
     whole), a number of pixel rows (run axis 0 block by block, same bits), or

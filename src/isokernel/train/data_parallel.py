@@ -54,6 +54,15 @@ class DataParallel:
         self.value_and_grad = None  # built at the first step, when the batch's arity is known
         self._update = None
 
+    def reduce(self, total, batch: tuple):
+        """A loss summed over ``batch`` (``loss_fn`` over every row at once),
+        reduced as the steps reduce it: ``mean`` divides by the rows of the
+        first sharded argument."""
+        if self._options["reduction"] == "sum":
+            return total
+        first = (self._shard_argnums or (1,))[0]
+        return np.asarray(total) / np.shape(batch[first - 1])[0]
+
     def step(self, batch: tuple):
         """One step: ``(loss, new parameter leaves, new state leaves)``."""
         trainer = self.trainer

@@ -47,7 +47,9 @@ class Trainer:
 
     ``loss_fn(params, *batch)`` returns a scalar loss (with ``has_aux``,
     ``(loss, aux)``). ``step(*batch)`` runs one optimizer step and returns the
-    loss before it (with ``has_aux``, ``(loss, aux)``). ``params`` and
+    loss before it (with ``has_aux``, ``(loss, aux)``); ``evaluate(*batch)``
+    returns the same at the current parameters without a step (a validation
+    batch: the forward pass alone, compiled once per batch signature). ``params`` and
     ``opt_state`` build the current pytrees on access. Other keyword arguments
     go to ``isokernel.jit`` (``numerics=``, ``deterministic_reductions=``...).
 
@@ -81,6 +83,7 @@ class Trainer:
         state_leaves, self._state_def = tree_flatten(state)
         self._state = [np.array(x) for x in state_leaves]
         self._calls: dict = {}  # batch signature -> (call, aux treedef holder)
+        self._evaluations: dict = {}  # the same, for the forward pass alone
         self.compiled = None  # the most recently compiled step (its report says what ran)
         self.steps = 0
         self.client = client
@@ -133,6 +136,44 @@ class Trainer:
         if not self.has_aux:
             return outs[0]
         return outs[0], tree_unflatten(holder["aux"], list(outs[1:first]))
+
+    def evaluate(self, *batch):
+        """The loss at the current parameters on ``batch`` (with ``has_aux``,
+        ``(loss, aux)``), with no step and no change to the parameters or
+        the optimizer state: ``loss_fn``'s forward pass, compiled once per
+        batch signature. A data-parallel Trainer evaluates in this process
+        and reduces the summed loss as its steps do (``reduction``)."""
+        with self._lock:
+            key = _signature(batch)
+            found = self._evaluations.get(key)
+            if found is None:
+                found = self._compile_evaluation(key, batch)
+            call, holder = found
+            outs = call([*self._params, *_batch_leaves(batch)])
+        value = outs[0] if self._parallel is None else self._parallel.reduce(outs[0], batch)
+        if not self.has_aux:
+            return value
+        return value, tree_unflatten(holder["aux"], list(outs[1:]))
+
+    def _compile_evaluation(self, key, batch):
+        batch_leaves, batch_def = tree_flatten(batch)
+        holder = {"aux": None}
+        n = len(self._params)
+
+        def forward(*arrays):
+            params = tree_unflatten(self._param_def, arrays[:n])
+            value = self.loss_fn(params, *tree_unflatten(batch_def, arrays[n:]))
+            if not self.has_aux:
+                return (value,)
+            loss, aux = value
+            leaves, holder["aux"] = tree_flatten(aux)
+            return (loss, *leaves)
+        strategy = self.strategy if self._parallel is None else self._parallel.strategy
+        arrays = [*self._params, *[np.asarray(x) for x in batch_leaves]]
+        compiled = jit(forward, strategy=strategy, **self._jit_options).lower(*arrays).compile()
+        call = compiled.call_plain if compiled.plain_ok else compiled.call_flat
+        self._evaluations[key] = (call, holder)
+        return call, holder
 
     def _compile(self, key, batch):
         """Record and compile the flat step for this batch signature once."""

@@ -94,6 +94,15 @@ OP_CASES = {
     "eigh": lambda x, y: bind(Op.EIGH, x[:, :3] @ x[:, :3].T + y[:, 1:],
                               lower=True)[0] * y[0, 0],
     "svd": lambda x, y: bind(Op.SVD, x * y, full_matrices=False)[1],
+    # data-dependent indexing and sorting (test_indexing.py, test_sorting.py)
+    "gather": lambda x, y: x[np.array([2, 0, 2])] * y[0],
+    "scatter_add": lambda x, y: inp.at(x)[np.array([1, 1])].add(y[:2] * y[:2]),
+    "scatter_set": lambda x, y: inp.at(x)[np.array([2, 0, 2])].set(y * 2.0),
+    "scatter_max": lambda x, y: inp.at(x)[np.array([1, 1, 2])].max(y),
+    "sort": lambda x, y: inp.sort(x * y, axis=1),
+    # complex values (test_complex.py): parts, conjugate, and a value made of parts
+    "complex": lambda x, y: inp.real(inp.exp(bind(Op.COMPLEX, x, y)) * bind(Op.CONJ, bind(
+        Op.COMPLEX, y, x))) + inp.imag(bind(Op.COMPLEX, x * y, x)),
 }
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 
-from ..ir import SHAPE, Attrs, Graph, Node, Op, SubGraph
+from ..ir import SHAPE, Attrs, Graph, Node, Op, SubGraph, dtypes
 from ..ir.ops import CONTROL, ELEMENTWISE, LEAF, REDUCE, TABLE
 
 ROWS, WHOLE = "rows", "whole"
@@ -76,6 +76,7 @@ ROW_RULES: dict[Op, Callable] = {
     Op.GATHER: lambda node, pixels: None,  # an index may name any row
     Op.SCATTER: lambda node, pixels: None,
     Op.SORT: lambda node, pixels: None,  # runs whole (NumPy's sort)
+    Op.FFT: lambda node, pixels: None,  # runs whole (NumPy's pocketfft)
 }
 """For each row-local op: how a node reads each operand (``ROWS`` or
 ``WHOLE``), or None when this node of the op is not row-local. A table
@@ -91,9 +92,13 @@ passes of a loop (``while_lin``, ``while_vjp``), which run whole."""
 
 
 def row_modes(node: Node, pixels: int) -> tuple[str, ...] | None:
-    """How a row-local ``node`` reads its operands, or None."""
+    """How a row-local ``node`` reads its operands, or None. Complex values
+    never enter a region (no tile or C form yet): their ops run whole."""
     rule = ROW_RULES.get(node.op)
     if rule is None:
+        return None
+    if any(a.dtype in dtypes.COMPLEX
+           for a in (*node.avals, *(a for x in node.inputs for a in x.avals))):
         return None
     if not node.several and (node.aval.ndim == 0 or node.shape[0] != pixels):
         return None

@@ -125,6 +125,8 @@ COST = {
     **{op: _reduce for op in REDUCE},
     Op.DOT_GENERAL: _dot,
     Op.GATHER: _per_element(0),  # a copy of the rows it reads
+    Op.FFT: lambda node: 5 * node.aval.size * max(1, math.ceil(math.log2(max(
+        math.prod(node.attrs["lengths"]), 2)))),  # 5 n log2 n, the radix-2 count
     Op.SORT: lambda node: node.inputs[0].aval.size * max(
         1, math.ceil(math.log2(max(node.inputs[0].shape[node.attrs["axis"]], 2)))),
     Op.SCATTER: lambda node: node.inputs[2].aval.size,  # one combine per update

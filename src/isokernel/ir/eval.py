@@ -292,6 +292,39 @@ def _svd(a, *, full_matrices):
     return [u, s, vh]
 
 
+_FFTS = {"fft": np.fft.fftn, "ifft": np.fft.ifftn, "rfft": np.fft.rfftn,
+         "irfft": np.fft.irfftn}
+_FFT1 = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft, "irfft": np.fft.irfft}
+
+
+def _fft(x, *, kind, lengths):
+    """NumPy's transform (pocketfft) over the trailing axes, its default
+    normalization, in the dtype the shape rule gives (NumPy 2 keeps
+    single precision)."""
+    x = np.asarray(x)
+    if len(lengths) == 1:  # the one-axis function itself (fftn's loop costs a little)
+        out = _FFT1[kind](x, n=lengths[0], axis=-1)
+    else:
+        axes = tuple(range(x.ndim - len(lengths), x.ndim))
+        out = _FFTS[kind](x, s=lengths, axes=axes)
+    if kind == "rfft":
+        dtype = np.result_type(x.dtype, np.complex64)
+    elif kind == "irfft":
+        dtype = np.float32 if x.dtype == np.complex64 else np.float64
+    else:
+        dtype = x.dtype
+    return out.astype(dtype, copy=False)
+
+
+def _complex(re, im):
+    """The complex value with these parts, exactly (no arithmetic: ``re +
+    1j * im`` would turn an infinite part's zero product into NaN)."""
+    re, im = np.broadcast_arrays(np.asarray(re), np.asarray(im))
+    out = np.empty(re.shape, np.result_type(re.dtype, np.complex64))
+    out.real, out.imag = re, im
+    return out
+
+
 def _gather(x, idx):
     """``x[idx]`` along axis 0, indices clamped into range."""
     x, idx = np.asarray(x), np.asarray(idx)
@@ -407,6 +440,10 @@ EVAL = {
     Op.ACOSH: np.arccosh,
     Op.ATANH: np.arctanh,
     Op.CAST: lambda x, *, dtype: np.asarray(x).astype(dtype),
+    Op.REAL: np.real,
+    Op.IMAG: np.imag,
+    Op.CONJ: np.conjugate,
+    Op.COMPLEX: _complex,
     Op.ADD: np.add,
     Op.SUB: np.subtract,
     Op.MUL: np.multiply,
@@ -449,6 +486,7 @@ EVAL = {
     Op.GATHER: _gather,
     Op.SCATTER: _scatter,
     Op.SORT: _sort,
+    Op.FFT: _fft,
 }
 """Region primitives (``ops.REGION``) add their rules here when their module
 registers them (``register_region``); one whose meaning a device shares

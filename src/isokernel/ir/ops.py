@@ -46,6 +46,10 @@ class Op(Enum):
     ACOSH = "arccosh"
     ATANH = "arctanh"
     CAST = "cast"
+    # complex numbers: the parts of a complex value, and its conjugate
+    REAL = "real"
+    IMAG = "imag"
+    CONJ = "conj"
     # elementwise, two operands of one shape
     ADD = "add"
     SUB = "sub"
@@ -68,6 +72,8 @@ class Op(Enum):
     XOR = "xor"
     SHIFT_LEFT = "shift_left"
     SHIFT_RIGHT = "shift_right"
+    # a complex value from its real and imaginary parts
+    COMPLEX = "complex"
     # elementwise, three operands
     SELECT = "select"
     # reductions over static axes
@@ -97,6 +103,8 @@ class Op(Enum):
     SCATTER = "scatter"
     # a stable sort of several arrays along one axis by the first ``num_keys``
     SORT = "sort"
+    # discrete Fourier transforms over the trailing axes (see SPECTRAL)
+    FFT = "fft"
     # transform markers (see TRANSFORM_ONLY)
     STOP_GRADIENT = "stop_gradient"
     CUSTOM_JVP_CALL = "custom_jvp_call"
@@ -135,6 +143,7 @@ UNARY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10,
     Op.LOG1P, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH,
     Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH, Op.CAST, Op.LOGB,
+    Op.REAL, Op.IMAG, Op.CONJ,
 })
 
 COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
@@ -150,8 +159,18 @@ LOGICAL = frozenset({Op.AND, Op.OR, Op.XOR, Op.NOT})
 BINARY = frozenset({
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN, Op.ATAN2,
     Op.FLOORDIV, Op.REM, Op.AND, Op.OR, Op.XOR, Op.SHIFT_LEFT, Op.SHIFT_RIGHT,
-    Op.LDEXP, Op.COPYSIGN,
+    Op.LDEXP, Op.COPYSIGN, Op.COMPLEX,
 }) | COMPARE
+
+# What complex values may flow through (``dtypes.COMPLEX``): the ops NumPy
+# defines on them. ``abs``, ``real`` and ``imag`` of a complex value are
+# real; ``complex`` makes one from two reals. Every other op refuses complex
+# operands with the fix (take a part, or ``abs``, first).
+COMPLEX_OPS = frozenset({
+    Op.NEG, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.SQRT, Op.EXP, Op.EXPM1, Op.LOG,
+    Op.LOG1P, Op.LOG10, Op.LOG2, Op.SIN, Op.COS, Op.TAN, Op.SINH, Op.COSH, Op.TANH,
+    Op.EQ, Op.NE, Op.SELECT, Op.CAST, Op.ABS, Op.REAL, Op.IMAG, Op.CONJ,
+})
 
 ELEMENTWISE = UNARY | BINARY | frozenset({Op.SELECT})
 
@@ -185,6 +204,14 @@ INDEXING = frozenset({Op.GATHER, Op.SCATTER})
 # primary, in NumPy's order (NaN last; -0.0 and 0.0 equal, kept in order);
 # one result per operand. ``argsort`` sorts an iota along with the keys.
 SORTING = frozenset({Op.SORT})
+
+# ``fft(x, kind=, lengths=)``: NumPy's transforms over the last
+# ``len(lengths)`` axes, with NumPy's default normalization ("backward": the
+# inverse transforms divide by the number of points): ``kind`` "fft" and
+# "ifft" (complex to complex), "rfft" (real to complex, the last axis n to
+# n // 2 + 1) and "irfft" (back, ``lengths`` the real result's sizes).
+SPECTRAL = frozenset({Op.FFT})
+FFT_KINDS = ("fft", "ifft", "rfft", "irfft")
 SCATTER_COMBINE = ("set", "add", "mul", "min", "max")
 
 # Pointwise like ELEMENTWISE, but each reads a named table (kept apart: a
@@ -207,7 +234,8 @@ PROJECTION = frozenset({Op.GET})
 
 # Ops that are linear in (all of) their floating-point operands; SELECT and
 # MUL/DIV are linear in some operands only and say so in their rules.
-LINEAR = LAYOUT | frozenset({Op.NEG, Op.ADD, Op.SUB, Op.REDUCE_SUM, Op.CAST})
+LINEAR = LAYOUT | frozenset({Op.NEG, Op.ADD, Op.SUB, Op.REDUCE_SUM, Op.CAST, Op.REAL,
+                             Op.IMAG, Op.CONJ, Op.COMPLEX, Op.FFT})
 
 # Ops that only the transforms interpret: a stop-gradient marker (identity),
 # calls of functions with user-defined derivatives (their sub-graphs ride in

@@ -14,7 +14,16 @@ import numpy as np
 from . import dtypes
 from .errors import DTypeError, ShapeError
 from .graph import Aval
-from .ops import BITWISE, COMPARE, LOGICAL, REGION, SCATTER_COMBINE, Op
+from .ops import (
+    BITWISE,
+    COMPARE,
+    COMPLEX_OPS,
+    FFT_KINDS,
+    LOGICAL,
+    REGION,
+    SCATTER_COMBINE,
+    Op,
+)
 
 FLOAT_ONLY = frozenset({
     Op.SQRT, Op.CBRT, Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P,
@@ -33,7 +42,23 @@ BIT_OPERANDS = ("expects integer{bools} operands (a bit operation), got {dtype};
                 "e.g. x.astype(inp.int64)")
 
 
+COMPLEX_REFUSED = ("is not defined for complex values (NumPy orders and rounds reals only); "
+                   "take inp.real, inp.imag or inp.abs first")
+
+
 def _check_dtype(op: Op, dtype: np.dtype) -> None:
+    if dtype in dtypes.COMPLEX:
+        if op not in COMPLEX_OPS:
+            raise DTypeError(f"{op.value} {COMPLEX_REFUSED}")
+        return
+    if op in (Op.REAL, Op.IMAG, Op.CONJ):
+        raise DTypeError(f"expects a complex operand, got {dtypes.SHORT[dtype]} (the frontend's "
+                         f"real, imag and conj take real values as they are)")
+    if op is Op.COMPLEX:
+        if dtype not in dtypes.FLOATS:
+            raise DTypeError(f"expects float parts, got {dtypes.SHORT[dtype]}; cast first, "
+                             f"e.g. x.astype(inp.float64)")
+        return
     if op in FLOAT_ONLY and dtype not in dtypes.FLOATS:
         raise DTypeError(f"expects float operands, got {dtypes.SHORT[dtype]}; "
                          f"cast first, e.g. x.astype(inp.float64)")
@@ -58,6 +83,10 @@ def _elementwise(op: Op):
                                  f"cast one with astype")
         _check_dtype(op, first.dtype)
         dtype = dtypes.bool_ if op in COMPARE else first.dtype
+        if op in (Op.ABS, Op.REAL, Op.IMAG) and dtype in dtypes.COMPLEX:
+            dtype = dtypes.REAL_OF[dtype]
+        elif op is Op.COMPLEX:
+            dtype = dtypes.COMPLEX_OF[dtype]
         return Aval(first.shape, dtype, all(a.weak for a in avals))
     return rule
 
@@ -74,7 +103,11 @@ def _select(pred: Aval, x: Aval, y: Aval) -> Aval:
 
 
 def _cast(x: Aval, *, dtype) -> Aval:
-    return Aval(x.shape, dtypes.canonical(dtype))
+    dtype = dtypes.canonical(dtype)
+    if x.dtype in dtypes.COMPLEX and dtype not in dtypes.COMPLEX:
+        raise DTypeError(f"a cast of {dtypes.SHORT[x.dtype]} to {dtypes.SHORT[dtype]} would drop "
+                         f"the imaginary part; take inp.real (or inp.abs) first")
+    return Aval(x.shape, dtype)
 
 
 def _reduce(op: Op):
@@ -82,6 +115,8 @@ def _reduce(op: Op):
         _check_axes(axes, x.ndim)
         if x.dtype == dtypes.bool_:
             raise DTypeError("cannot reduce bool values; cast first, e.g. mask.astype(inp.int64)")
+        if op in (Op.REDUCE_MAX, Op.REDUCE_MIN) and x.dtype in dtypes.COMPLEX:
+            raise DTypeError(f"{op.value} {COMPLEX_REFUSED}")
         if op in (Op.REDUCE_MAX, Op.REDUCE_MIN) and any(x.shape[a] == 0 for a in axes):
             raise ShapeError("zero-size reduction axis has no identity; "
                              "reduce a non-empty axis or use sum")
@@ -290,6 +325,8 @@ def _scatter(x: Aval, idx: Aval, u: Aval, *, combine) -> Aval:
     if u.shape != idx.shape + x.shape[1:]:
         raise ShapeError(f"scatter updates of shape {u.shape} do not fit indices "
                          f"{idx.shape} into {x.shape}: expected {idx.shape + x.shape[1:]}")
+    if combine in ("min", "max") and x.dtype in dtypes.COMPLEX:
+        raise DTypeError(f"scatter {combine} {COMPLEX_REFUSED}")
     if u.dtype != x.dtype:
         raise DTypeError(f"scatter updates of {dtypes.SHORT[u.dtype]} into "
                          f"{dtypes.SHORT[x.dtype]}; cast the updates with astype")
@@ -299,6 +336,8 @@ def _scatter(x: Aval, idx: Aval, u: Aval, *, combine) -> Aval:
 def _sort(*xs: Aval, axis, num_keys) -> tuple[Aval, ...]:
     if not xs or not 1 <= num_keys <= len(xs):
         raise ValueError(f"sort of {len(xs)} operand(s) by {num_keys} key(s)")
+    if any(x.dtype in dtypes.COMPLEX for x in xs[:num_keys]):
+        raise DTypeError(f"sort {COMPLEX_REFUSED}")
     if any(x.shape != xs[0].shape for x in xs):
         raise ShapeError(f"sort operands have shapes {[x.shape for x in xs]}; they need one "
                          f"shape")
@@ -307,8 +346,36 @@ def _sort(*xs: Aval, axis, num_keys) -> tuple[Aval, ...]:
     return tuple(Aval(x.shape, x.dtype, x.weak) for x in xs)
 
 
+def _fft(x: Aval, *, kind, lengths) -> Aval:
+    k = len(lengths)
+    if kind not in FFT_KINDS:
+        raise ValueError(f"fft kind={kind!r}: one of {FFT_KINDS}")
+    if not 1 <= k <= x.ndim or any(n < 1 for n in lengths):
+        raise ShapeError(f"an fft over {k} trailing axes of lengths {lengths} of a rank-"
+                         f"{x.ndim} value")
+    lead, trailing = x.shape[:-k], x.shape[-k:]
+    if kind == "rfft":
+        if x.dtype not in dtypes.FLOATS:
+            raise DTypeError(f"rfft of {dtypes.SHORT[x.dtype]}: expects float values")
+        expected, dtype = tuple(lengths), dtypes.COMPLEX_OF[x.dtype]
+        out = (*lengths[:-1], lengths[-1] // 2 + 1)
+    else:
+        if x.dtype not in dtypes.COMPLEX:
+            raise DTypeError(f"{kind} of {dtypes.SHORT[x.dtype]}: expects complex values")
+        if kind == "irfft":
+            expected = (*lengths[:-1], lengths[-1] // 2 + 1)
+            dtype, out = dtypes.REAL_OF[x.dtype], tuple(lengths)
+        else:
+            expected, dtype, out = tuple(lengths), x.dtype, tuple(lengths)
+    if trailing != expected:
+        raise ShapeError(f"{kind} of lengths {lengths} reads trailing axes {expected}, got "
+                         f"{trailing}")
+    return Aval((*lead, *out), dtype)
+
+
 SHAPE = {
     Op.CONST: lambda *, value: Aval(value.value.shape, value.value.dtype),
+    Op.FFT: _fft,
     Op.SORT: _sort,
     Op.GATHER: _gather,
     Op.SCATTER: _scatter,

@@ -12,6 +12,7 @@ from ..record.frontend import (  # noqa: F401
     all,
     amax,
     amin,
+    angle,
     any,
     arange,
     arccos,
@@ -38,7 +39,11 @@ from ..record.frontend import (  # noqa: F401
     cbrt,
     ceil,
     clip,
+    complex64,
+    complex128,
     concatenate,
+    conj,
+    conjugate,
     copysign,
     cos,
     cosh,
@@ -76,6 +81,7 @@ from ..record.frontend import (  # noqa: F401
     heaviside,
     hypot,
     identity,
+    imag,
     inf,
     inner,
     int32,
@@ -83,9 +89,11 @@ from ..record.frontend import (  # noqa: F401
     interp,
     invert,
     isclose,
+    iscomplexobj,
     isfinite,
     isinf,
     isnan,
+    isrealobj,
     kron,
     left_shift,
     less,
@@ -133,6 +141,7 @@ from ..record.frontend import (  # noqa: F401
     rad2deg,
     radians,
     ravel,
+    real,
     reciprocal,
     remainder,
     repeat,
@@ -190,4 +199,7 @@ from ..record.sorting import (  # noqa: F401
     unique,
 )
 from ..record.tables import Table  # noqa: F401
-from . import linalg  # noqa: F401
+from . import (
+    fft,  # noqa: F401
+    linalg,  # noqa: F401
+)

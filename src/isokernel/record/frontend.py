@@ -22,9 +22,10 @@ from . import portable as _portable
 from .tracer import Tracer, as_tracer, bind, current_builder
 
 float32, float64, int32, int64, bool_ = _dt.float32, _dt.float64, _dt.int32, _dt.int64, _dt.bool_
+complex64, complex128 = _dt.complex64, _dt.complex128
 pi, e, inf, nan, newaxis = math.pi, math.e, math.inf, math.nan, None
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 
 
 # ---------------------------------------------------------------- operands
@@ -52,7 +53,8 @@ def dtype_of(x, name: str) -> tuple[np.dtype, bool]:
         return _dt.canonical(dtype), False
     except DTypeError:
         raise DTypeError(f"{name} at {user_where()}: dtype {dtype} is not supported; "
-                         f"convert with astype to float32, float64, int32, int64 or bool"
+                         f"convert with astype to float32, float64, int32, int64, bool, "
+                         f"complex64 or complex128"
                          ) from None
 
 
@@ -69,7 +71,8 @@ def _result_dtype(name: str, operands) -> tuple[np.dtype, bool]:
     kinds = list(dict.fromkeys(strong))
     if len(kinds) > 1:
         a, b = kinds[0].name, kinds[1].name
-        fix = f"x.astype(inp.{kinds[1].name})" if kinds[1] in _dt.FLOATS else "x.astype(...)"
+        wider = next((k for k in kinds if k in _dt.COMPLEX), kinds[1])
+        fix = (f"x.astype(inp.{wider.name})" if wider in _dt.INEXACT else "x.astype(...)")
         raise DTypeError(f"{name} at {user_where()}: {a} and {b} operands; isokernel never "
                          f"casts silently, cast one explicitly, e.g. {fix}")
     try:
@@ -165,6 +168,59 @@ def _unary(op: Op, name: str, float_only: bool = True, ints_identity: bool = Fal
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}``; integer operands are computed in float64."
     return fn
+
+
+def iscomplexobj(x) -> bool:
+    """NumPy ``iscomplexobj``: whether ``x`` has a complex dtype."""
+    return dtype_of(x, "iscomplexobj")[0] in _dt.COMPLEX
+
+
+def isrealobj(x) -> bool:
+    return not iscomplexobj(x)
+
+
+def real(x):
+    """NumPy ``real``: the real part (a real value as it is)."""
+    if not iscomplexobj(x):
+        return x
+    (x,), all_weak = unify("real", (x,))
+    return _finish(bind(Op.REAL, x), all_weak)
+
+
+def imag(x):
+    """NumPy ``imag``: the imaginary part (zeros for a real value)."""
+    if not iscomplexobj(x):
+        return zeros_like(x)
+    (x,), all_weak = unify("imag", (x,))
+    return _finish(bind(Op.IMAG, x), all_weak)
+
+
+def conj(x):
+    """NumPy ``conj``: the complex conjugate (a real value as it is)."""
+    if not iscomplexobj(x):
+        return x
+    (x,), all_weak = unify("conj", (x,))
+    return _finish(bind(Op.CONJ, x), all_weak)
+
+
+conjugate = conj
+
+
+def angle(z, deg: bool = False):
+    """NumPy ``angle``: ``arctan2(imag, real)`` (radians, or degrees)."""
+    if iscomplexobj(z):
+        a = arctan2(imag(z), real(z))
+    else:
+        z = astype(z, _dt.float_of(dtype_of(z, "angle")[0]))
+        a = arctan2(zeros_like(z), z)
+    return multiply(a, 180.0 / np.pi) if deg else a
+
+
+def complex_from(re, im):
+    """The complex value with parts ``re`` and ``im`` (one float dtype),
+    exactly: JAX's ``lax.complex``."""
+    (re, im), _ = unify("complex", (re, im))
+    return bind(Op.COMPLEX, re, im)
 
 
 add = _binary(Op.ADD, "add")

@@ -236,7 +236,7 @@ class ShapeDtype:
 def aval_of_example(x) -> Aval:
     """The input aval for an example argument: an array, anything with
     ``shape`` and ``dtype``, or a Python scalar (weakly typed)."""
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         return Aval((), dtypes.python_scalar_dtype(x), weak=True)
     if isinstance(x, Tracer):
         return x.aval.strong() if not x.weak else x.aval

@@ -115,13 +115,18 @@ class _Traced:
     def inputs(self) -> list:
         return [*self.leaves, *self.caps]
 
-    def require_float_inputs(self) -> None:
+    def require_float_inputs(self, holomorphic: bool = False) -> None:
         for name, x in zip(self.names, self.graph.inputs):
-            if x.aval.dtype not in dtypes.FLOATS:
+            if x.aval.dtype not in dtypes.INEXACT:
                 raise DifferentiationError(
                     f"{self.transform}({_label(self.fun)}): argument {name!r} is "
-                    f"{x.aval.strong()}; only float inputs can be differentiated. Pass floats "
-                    f"(e.g. {name}.astype(inp.float64)) or leave it out of argnums")
+                    f"{x.aval.strong()}; only float and complex inputs can be differentiated. "
+                    f"Pass floats (e.g. {name}.astype(inp.float64)) or leave it out of argnums")
+            if holomorphic and x.aval.dtype not in dtypes.COMPLEX:
+                raise DifferentiationError(
+                    f"{self.transform}({_label(self.fun)}, holomorphic=True): argument {name!r} "
+                    f"is {x.aval.strong()}; holomorphic differentiation needs complex inputs "
+                    f"(e.g. {name}.astype(inp.complex128))")
 
     def split_aux(self, has_aux: bool):
         """(tree of the differentiated output, tree of aux or None)."""
@@ -133,14 +138,23 @@ class _Traced:
                                        f"the function must return a pair (output, aux)")
         return tree.children
 
-    def require_scalar_output(self, main) -> None:
+    def require_scalar_output(self, main, holomorphic: bool = False) -> None:
         if main != LEAF:
             raise DifferentiationError(
                 f"{self.transform}({_label(self.fun)}): the output is a {main.kind} of "
                 f"{main.num_leaves} values, but {self.transform} needs one scalar output. "
                 f"Return a scalar, or (output, aux) with has_aux=True")
         aval = self.graph.outputs[0].aval.strong()
-        if aval.dtype not in dtypes.FLOATS:
+        if aval.dtype in dtypes.COMPLEX and not holomorphic:
+            raise DifferentiationError(
+                f"{self.transform}({_label(self.fun)}): the output is {aval}; the gradient of a "
+                f"complex output needs holomorphic=True (JAX's convention), or return a real "
+                f"value (inp.real, inp.abs)")
+        if holomorphic and aval.dtype not in dtypes.COMPLEX:
+            raise DifferentiationError(
+                f"{self.transform}({_label(self.fun)}, holomorphic=True): the output is {aval}; "
+                f"a holomorphic function has a complex output")
+        if aval.dtype not in dtypes.INEXACT:
             raise DifferentiationError(
                 f"{self.transform}({_label(self.fun)}): the output is {aval}; only float "
                 f"outputs can be differentiated. Return the float value (before any "
@@ -297,17 +311,21 @@ def vjp(fun, *primals, has_aux: bool = False):
     return (out, vjp_fn, tree_unflatten(aux, outs[k:n])) if has_aux else (out, vjp_fn)
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False):
+def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """``(fun(*args), gradient)`` of a scalar float function; with
     ``has_aux`` the function returns ``(output, aux)`` and the value is
     ``(output, aux)``. The gradient has the structure of ``args[argnums]``
-    (a tuple of them when ``argnums`` is a tuple)."""
+    (a tuple of them when ``argnums`` is a tuple). Complex inputs follow
+    JAX's convention (the transposes are not conjugated: the gradient of a
+    real ``f(z)`` is the conjugate of its Wirtinger gradient's double);
+    ``holomorphic=True`` differentiates a complex-valued holomorphic ``f``
+    of complex inputs: ``f'(z)``."""
     def value_and_grad_f(*args, **kwargs):
         nums, single = _argnums("grad", fun, argnums, len(args))
         traced = _Traced("grad", fun, args, kwargs, nums)
         main, aux = traced.split_aux(has_aux)
-        traced.require_scalar_output(main)
-        traced.require_float_inputs()
+        traced.require_scalar_output(main, holomorphic)
+        traced.require_float_inputs(holomorphic)
         seed = np.ones((), traced.graph.outputs[0].aval.dtype)
         graph = vjp_graph(traced.graph, traced.diff, wrt=[0], seeds=[seed])
         outs = _replay(graph, *traced.inputs)
@@ -320,10 +338,11 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     return _wrap("value_and_grad", fun, value_and_grad_f)
 
 
-def grad(fun, argnums=0, has_aux: bool = False):
+def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The gradient of a scalar float function (``(gradient, aux)`` with
-    ``has_aux``). ``grad(f, argnums=(0, 1))`` gives a tuple."""
-    inner = value_and_grad(fun, argnums, has_aux)
+    ``has_aux``). ``grad(f, argnums=(0, 1))`` gives a tuple. Complex inputs
+    and ``holomorphic``: as ``value_and_grad``."""
+    inner = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     def grad_f(*args, **kwargs):
         value, grads = inner(*args, **kwargs)
@@ -367,17 +386,28 @@ def _front_to_back(x, front: int):
     return F.transpose(x, perm)
 
 
-def _require_float_leaves(transform: str, fun, leaves, what: str) -> None:
+def _require_float_leaves(transform: str, fun, leaves, what: str,
+                          holomorphic: bool | None = None) -> None:
+    """Float or complex leaves; with ``holomorphic`` False, no complex ones
+    (JAX's rule: say ``holomorphic=True``), with True, complex ones only."""
     for i, x in enumerate(leaves):
         aval = aval_of_example(x)
-        if aval.dtype not in dtypes.FLOATS:
+        if holomorphic is False and aval.dtype in dtypes.COMPLEX:
+            raise DifferentiationError(
+                f"{transform}({_label(fun)}): {what} {i} is {aval.strong()}; a Jacobian of "
+                f"complex values needs holomorphic=True (as JAX's), or take inp.real/inp.imag")
+        if holomorphic and aval.dtype not in dtypes.COMPLEX:
+            raise DifferentiationError(
+                f"{transform}({_label(fun)}, holomorphic=True): {what} {i} is "
+                f"{aval.strong()}; holomorphic differentiation needs complex values")
+        if aval.dtype not in dtypes.INEXACT:
             raise DifferentiationError(
                 f"{transform}({_label(fun)}): {what} {i} is {aval.strong()}; only float "
                 f"values can be differentiated. Cast it (e.g. x.astype(inp.float64)) or "
                 f"leave it out")
 
 
-def jacfwd(fun, argnums=0, has_aux: bool = False):
+def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The Jacobian by forward mode: one JVP per input element, all of them
     batched into one pass by vmap. Shape: ``(*out.shape, *in.shape)``."""
     def jacfwd_f(*args, **kwargs):
@@ -385,7 +415,8 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
         part = _closing(fun, args, kwargs, nums)
         dargs = tuple(args[i] for i in nums)
         leaves, in_tree = tree_flatten(dargs)
-        _require_float_leaves("jacfwd", fun, leaves, "argument leaf")
+        _require_float_leaves("jacfwd", fun, leaves, "argument leaf",
+                              True if holomorphic else False)
 
         def push(i):
             tangents = tree_unflatten(in_tree, _one_hot_leaves(i, leaves))
@@ -410,20 +441,22 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
     return _wrap("jacfwd", fun, jacfwd_f)
 
 
-def jacrev(fun, argnums=0, has_aux: bool = False):
+def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """The Jacobian by reverse mode: one VJP per output element, batched by
     vmap; a scalar output takes a single reverse pass (a gradient)."""
     def jacrev_f(*args, **kwargs):
         nums, single = _argnums("jacrev", fun, argnums, len(args))
         part = _closing(fun, args, kwargs, nums)
         dargs = tuple(args[i] for i in nums)
-        _require_float_leaves("jacrev", fun, tree_flatten(dargs)[0], "argument leaf")
+        _require_float_leaves("jacrev", fun, tree_flatten(dargs)[0], "argument leaf",
+                              True if holomorphic else None)
         traced = _Traced("jacrev", fun, args, kwargs, nums)
         main, _ = traced.split_aux(has_aux)
         outs = traced.graph.outputs[:main.num_leaves]
-        _require_float_leaves("jacrev", fun, [x.aval for x in outs], "output leaf")
+        _require_float_leaves("jacrev", fun, [x.aval for x in outs], "output leaf",
+                              True if holomorphic else False)
         if len(outs) == 1 and outs[0].aval.shape == ():
-            found = grad(part, tuple(range(len(dargs))), has_aux)(*dargs)
+            found = grad(part, tuple(range(len(dargs))), has_aux, holomorphic)(*dargs)
             cts, aux = found if has_aux else (found, None)
             jac = tree_unflatten(main, [cts[0] if single else cts])
             return (jac, aux) if has_aux else jac
@@ -499,7 +532,7 @@ def stop_gradient(x):
     """``x`` as a constant for differentiation: its tangent and cotangent are
     zero. Works on pytrees; integer and bool leaves pass unchanged."""
     def stop(leaf):
-        if aval_of_example(leaf).dtype not in dtypes.FLOATS:
+        if aval_of_example(leaf).dtype not in dtypes.INEXACT:
             return leaf
         return bind(Op.STOP_GRADIENT, leaf)
     return tree_map(stop, x)

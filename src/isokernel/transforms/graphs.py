@@ -61,7 +61,8 @@ def depending(graph: Graph, roots: Sequence[Node]) -> set[Node]:
 
 
 def is_float(aval: Aval) -> bool:
-    return aval.dtype in dtypes.FLOATS
+    """Whether values of ``aval`` carry tangents: float and complex ones."""
+    return aval.dtype in dtypes.INEXACT
 
 
 def zeros(aval: Aval):

@@ -1,6 +1,12 @@
 """The derivative and batching rules of data-dependent indexing (``gather``
-and ``scatter``, ``ops.INDEXING``) and of ``sort``, registered into the
-transforms' tables.
+and ``scatter``, ``ops.INDEXING``), of ``sort`` and of ``fft``, registered
+into the transforms' tables.
+
+- ``fft`` is linear: its tangent is the transform of the tangent; its
+  transposes are JAX's: a complex transform's is itself, ``rfft``'s the real
+  part of the full transform of the cotangent padded with zeros, ``irfft``'s
+  the scaled, masked and conjugated ``rfft`` of the cotangent (the
+  Hermitian half counted twice).
 
 - ``sort`` carries the positions along (an iota sorted with the keys) and
   moves each tangent by that permutation: a gather along the axis.
@@ -26,6 +32,8 @@ offset by ``b * n``: one gather or scatter for the whole batch.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -189,3 +197,31 @@ def _sort_batch(args, bdims, *, axis, num_keys):
 
 JVP[Op.SORT] = _sort_jvp
 BATCH[Op.SORT] = _sort_batch
+
+
+# --- fft ----------------------------------------------------------------------------------
+
+def _fft(x, kind: str, lengths: tuple):
+    return bind(Op.FFT, x, kind=kind, lengths=tuple(lengths))
+
+
+def _fft_transpose(ct, x, *, kind, lengths):
+    if kind in ("fft", "ifft"):
+        return (_fft(ct, kind, lengths),)
+    n = lengths[-1]
+    if kind == "rfft":  # slice of the full transform of a real value: pad, fft, real part
+        widths = [(0, 0)] * (ct.ndim - 1) + [(0, n - (n // 2 + 1))]
+        full = F.pad(ct, widths)
+        return (bind(Op.REAL, _fft(full, "fft", lengths)),)
+    spectrum = _fft(ct, "rfft", lengths)  # irfft: JAX's scaled, masked, conjugated rfft
+    m = spectrum.shape[-1]
+    odd = n % 2
+    mask = np.concatenate([[1.0], np.full(m - 2 + odd, 2.0), np.full(1 - odd, 1.0)])
+    scale = np.asarray(mask / math.prod(lengths), spectrum.dtype)
+    return (bind(Op.CONJ, F.multiply(spectrum, scale)),)
+
+
+JVP[Op.FFT] = (lambda t, x, *, out, kind, lengths: _fft(t, kind, lengths),)
+TRANSPOSE[Op.FFT] = _fft_transpose
+TRANSPOSABLE.add(Op.FFT)
+BATCH[Op.FFT] = lambda args, bdims, **attrs: (bind(Op.FFT, args[0], **attrs), 0)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import DifferentiationError, Graph, Op
+from ..ir import DifferentiationError, Graph, Op, dtypes
 from ..ir.source import pinned_where, user_where
 from ..record import bind
 from ..record import frontend as F
@@ -84,6 +84,17 @@ def _prod(t, x, *, out, axes):
     others = F.reshape(before * after, moved.shape)
     inverse = [perm.index(i) for i in range(x.ndim)]
     return bind(Op.REDUCE_SUM, t * F.transpose(others, inverse), axes=axes)
+
+
+def _abs(t, x, *, out):
+    """``t * sign(x)``; for a complex ``x``, ``real(conj(x) t) / |x|`` (0 at 0,
+    as JAX's)."""
+    if x.dtype not in dtypes.COMPLEX:
+        return t * F.sign(x)
+    zero = F.zeros((), out.dtype)
+    at_zero = F.equal(out, zero)
+    ratio = bind(Op.REAL, bind(Op.CONJ, x) * t) / F.where(at_zero, F.ones((), out.dtype), out)
+    return F.where(at_zero, zero, ratio)
 
 
 def _pow_base(t, x, y, *, out):
@@ -285,7 +296,12 @@ LN2, LN10 = math.log(2.0), math.log(10.0)
 
 JVP = {
     Op.NEG: (lambda t, x, *, out: -t,),
-    Op.ABS: (lambda t, x, *, out: t * F.sign(x),),
+    Op.ABS: (_abs,),
+    Op.REAL: _linear(Op.REAL),
+    Op.IMAG: _linear(Op.IMAG),
+    Op.CONJ: _linear(Op.CONJ),
+    Op.COMPLEX: (lambda t, re, im, *, out: bind(Op.COMPLEX, t, F.zeros_like(t)),
+                 lambda t, re, im, *, out: bind(Op.COMPLEX, F.zeros_like(t), t)),
     Op.SQRT: (lambda t, x, *, out: t * (0.5 / out),),
     Op.CBRT: (lambda t, x, *, out: t * ((1.0 / 3.0) / (out * out)),),
     Op.EXP: (lambda t, x, *, out: t * out,),

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import Aval, DifferentiationError, Graph, Op
+from ..ir import Aval, DifferentiationError, Graph, Op, dtypes
 from ..ir.ops import ELEMENTWISE, LINEAR
 from ..ir.source import pinned_where
 from ..record import bind, current_builder
@@ -128,7 +128,16 @@ def _ldexp(ct, x, n):
 
 
 def _cast(ct, x, *, dtype):
+    if ct.dtype in dtypes.COMPLEX and x.dtype not in dtypes.COMPLEX:
+        ct = bind(Op.REAL, ct)  # JAX's: a real value made complex takes the real part back
     return (ct if ct.dtype == x.dtype else bind(Op.CAST, ct, dtype=x.dtype),)
+
+
+def _complex(ct, re, im):
+    """JAX's convention: ``complex(re, im)`` sends back ``real(ct)`` and
+    ``-imag(ct)``."""
+    return (bind(Op.REAL, ct) if _lin(re) else None,
+            bind(Op.NEG, bind(Op.IMAG, ct)) if _lin(im) else None)
 
 
 def _reduce_sum(ct, x, *, axes):
@@ -244,6 +253,10 @@ TRANSPOSE = {
     Op.MUL: _mul,
     Op.DIV: _div,
     Op.CAST: _cast,
+    Op.REAL: lambda ct, x: (bind(Op.COMPLEX, ct, F.zeros_like(ct)),),
+    Op.IMAG: lambda ct, x: (bind(Op.COMPLEX, F.zeros_like(ct), bind(Op.NEG, ct)),),
+    Op.CONJ: lambda ct, x: (bind(Op.CONJ, ct),),
+    Op.COMPLEX: _complex,
     Op.SELECT: _select,
     Op.REDUCE_SUM: _reduce_sum,
     Op.RESHAPE: lambda ct, x, *, shape: (F.reshape(ct, x.shape),),

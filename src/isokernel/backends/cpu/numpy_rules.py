@@ -71,6 +71,7 @@ _NAMES = {
     Op.TRIANGULAR_SOLVE: "isokernel trsm (NumPy: substitution, matmul by halves)",
     Op.CHOLESKY: "numpy.linalg.cholesky (LAPACK potrf 'L')",
     Op.GATHER: "numpy.take (axis 0)",
+    Op.FFT: "numpy.fft (pocketfft), NumPy's normalization",
     Op.SORT: "numpy.argsort(kind='stable') / numpy.lexsort, then take_along_axis",
     Op.SCATTER: "numpy ufunc.at (sequential, in the indices' order); set: the last write",
     Op.QR: "numpy.linalg.qr (LAPACK geqrf + orgqr)",

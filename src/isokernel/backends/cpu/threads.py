@@ -39,7 +39,7 @@ import numpy as np
 
 from ...codegen.pixel import ROWS, WHOLE, RowRegion, partition
 from ...ir import EVAL, Graph, Node, Op
-from ...ir.ops import CONTROL, INDEXING, LINALG, SORTING
+from ...ir.ops import CONTROL, INDEXING, LINALG, SORTING, SPECTRAL
 from ..capsules import Capsule, register, registered
 from ..liveness import VIEW_OPS
 from ..planning import Profile
@@ -106,7 +106,8 @@ INTO.update({
     Op.REDUCE_MIN: _reduce_into(np.minimum, typed=False),
     Op.PAD: _pad_into,
     Op.CONCATENATE: lambda *xs, out, axis: np.concatenate(xs, axis=axis, out=out),
-    **{op: _via_eval(op) for op in (Op.LDEXP, Op.LOGB, Op.TABLE_LOOKUP)},
+    **{op: _via_eval(op) for op in (Op.LDEXP, Op.LOGB, Op.TABLE_LOOKUP, Op.REAL, Op.IMAG,
+                                     Op.COMPLEX)},
 })
 """For every op a tile computes into scratch: the reference's NumPy rule with
 an ``out`` buffer. The ufunc ops are EVAL's own ufuncs; the others restate
@@ -128,11 +129,11 @@ INLINE_TEXT = ("calls of <= {rows} pixels (and at most one tile of an asked tile
                "the calling thread as one tile, by the reference's NumPy calls (no pool)")
 
 NOT_IN_TILES = frozenset({Op.INPUT, Op.CONST, Op.DOT_GENERAL, Op.FUSED, Op.GET}) | CONTROL \
-    | LINALG | INDEXING | SORTING
+    | LINALG | INDEXING | SORTING | SPECTRAL
 """The ops without a tile rule (``INTO``): leaves; the matrix product and the
 dense factorizations and solves (``ops.LINALG``) and data-dependent
-indexing (``ops.INDEXING``: an index may name any row) and sorting, which
-always run whole:
+indexing (``ops.INDEXING``: an index may name any row), sorting and
+Fourier transforms, which always run whole:
 BLAS may block a row slice differently from the full matrix; fused forms,
 which this strategy has no kernels for (it never fuses: its graph holds the
 composition, which it tiles); and control flow with the gets that read its

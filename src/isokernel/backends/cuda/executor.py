@@ -275,6 +275,7 @@ CUPY = {
     Op.GATHER: lambda ex, node, x, idx: ex.rt.xp.take(x, idx, axis=0, mode="clip"),
     Op.SCATTER: lambda ex, node, *operands: _no_device_scatter(node),
     Op.SORT: lambda ex, node, *xs: _device_sort(ex, *xs, **node.attrs),
+    Op.FFT: lambda ex, node, x: _device_fft(ex, x, **node.attrs),
 }
 """Every op the GPU strategies run outside a fused kernel: ``rule(executor,
 node, *operands) -> device array`` (control flow: a list of them, which its
@@ -328,6 +329,14 @@ def _device_sort(ex, *xs, axis, num_keys):
     return [xp.take_along_axis(x, order, axis=axis) for x in xs]
 
 
+def _device_fft(ex, x, *, kind, lengths):
+    """cuFFT through CuPy, NumPy's normalization (not reached while complex
+    values are refused on the GPU: ``refuse_unsupported``)."""
+    fn = {"fft": "fftn", "ifft": "ifftn", "rfft": "rfftn", "irfft": "irfftn"}[kind]
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    return getattr(ex.rt.xp.fft, fn)(x, s=lengths, axes=axes)
+
+
 def _no_device_scatter(node):
     where = f" at {node.where}" if node.where else ""
     raise PlanningError(NO_SCATTER.format(where=where))
@@ -340,6 +349,11 @@ def refuse_unsupported(graph) -> None:
     for node in graph.nodes:
         if node.op is Op.SCATTER:
             _no_device_scatter(node)
+        if any(a.dtype in dtypes.COMPLEX for a in node.avals):
+            where = f" at {node.where}" if node.where else ""
+            raise PlanningError(f"{node.op.value}{where}: complex values have no CUDA kernels "
+                                f"yet. Nothing was run; use a CPU strategy (native) for this "
+                                f"graph")
         if node.op is Op.FUSED or node.op in CONTROL:
             for _, body in subgraphs(node):
                 refuse_unsupported(body.graph)

@@ -132,3 +132,49 @@ def test_against_jax():
     for f, g, a in cases:
         np.testing.assert_allclose(ik.jit(f)(a), g(a), rtol=1e-12)
         np.testing.assert_allclose(ik.grad(f)(a), jax.grad(g)(a), rtol=1e-10, atol=1e-12)
+
+
+# --- Fourier layers -------------------------------------------------------------------------
+
+def _numpy_spectral_1d(x, wr, wi, modes):
+    s = np.fft.rfft(x)[..., :modes]
+    mixed = np.einsum("ncm,com->nom", s, wr + 1j * wi)
+    full = np.zeros(x.shape[:1] + (wr.shape[1], x.shape[-1] // 2 + 1), complex)
+    full[..., :modes] = mixed
+    return np.fft.irfft(full, n=x.shape[-1])
+
+
+def _numpy_spectral_2d(x, wr, wi, modes):
+    (m1, m2), (h, w) = modes, x.shape[-2:]
+    s, weights = np.fft.rfft2(x), wr + 1j * wi
+    full = np.zeros((x.shape[0], wr.shape[2], h, w // 2 + 1), complex)
+    full[:, :, :m1, :m2] = np.einsum("nchw,cohw->nohw", s[:, :, :m1, :m2], weights[0])
+    full[:, :, h - m1:, :m2] = np.einsum("nchw,cohw->nohw", s[:, :, h - m1:, :m2], weights[1])
+    return np.fft.irfft2(full, s=(h, w))
+
+
+def test_spectral_convolutions_are_the_fourier_layer():
+    """``nn.spectral_conv1d``/``2d`` against the layer written in NumPy
+    (rfft, the kept modes mixed by complex weights, irfft), and their
+    gradient with respect to the weights against finite differences."""
+    from isokernel import nn
+    x, (wr, wi) = RNG.standard_normal((2, 3, 16)), RNG.standard_normal((2, 3, 4, 5))
+    for strategy in STRATEGIES:
+        got = ik.jit(lambda x, a, b: nn.spectral_conv1d(x, a, b, 5), strategy=strategy)(x, wr,
+                                                                                       wi)
+        np.testing.assert_allclose(got, _numpy_spectral_1d(x, wr, wi, 5), rtol=0, atol=1e-13)
+    x2, (w2r, w2i) = RNG.standard_normal((2, 3, 8, 10)), RNG.standard_normal((2, 2, 3, 4, 3, 4))
+    got = ik.jit(lambda x, a, b: nn.spectral_conv2d(x, a, b, (3, 4)))(x2, w2r, w2i)
+    np.testing.assert_allclose(got, _numpy_spectral_2d(x2, w2r, w2i, (3, 4)), rtol=0,
+                               atol=1e-13)
+
+    def loss(a):
+        return inp.sum(nn.spectral_conv1d(x, a, wi, 5) ** 2)
+    g = ik.grad(loss)(wr)
+    d = RNG.standard_normal(wr.shape)
+    h = 1e-6
+    fd = (np.sum(_numpy_spectral_1d(x, wr + h * d, wi, 5) ** 2)
+          - np.sum(_numpy_spectral_1d(x, wr - h * d, wi, 5) ** 2)) / (2 * h)
+    np.testing.assert_allclose(np.sum(g * d), fd, rtol=1e-6)
+    with pytest.raises(ValueError, match="modes"):
+        nn.spectral_conv1d(x, wr, wi, 12)

@@ -85,6 +85,9 @@ def _transform(x, kind: str, axes, sizes, norm: str, inverse: bool):
     ``sizes`` (the real lengths for irfft: the input takes size // 2 + 1
     along the last axis), then the norm's scale."""
     rank = len(F.shape(x))
+    if any(n < 1 for n in sizes):
+        raise ValueError(f"fft at {user_where()}: invalid number of points {tuple(sizes)} "
+                         f"(an irfft of one point has 2 * (1 - 1) = 0: give n=)")
     fitted = list(sizes)
     if kind == "irfft":
         fitted[-1] = sizes[-1] // 2 + 1

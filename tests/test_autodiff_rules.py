@@ -100,6 +100,8 @@ OP_CASES = {
     "scatter_set": lambda x, y: inp.at(x)[np.array([2, 0, 2])].set(y * 2.0),
     "scatter_max": lambda x, y: inp.at(x)[np.array([1, 1, 2])].max(y),
     "sort": lambda x, y: inp.sort(x * y, axis=1),
+    # Fourier transforms (test_fft.py)
+    "fft": lambda x, y: inp.real(inp.fft.fft(x * y)) + inp.fft.irfft(inp.fft.rfft(x), n=4),
     # complex values (test_complex.py): parts, conjugate, and a value made of parts
     "complex": lambda x, y: inp.real(inp.exp(bind(Op.COMPLEX, x, y)) * bind(Op.CONJ, bind(
         Op.COMPLEX, y, x))) + inp.imag(bind(Op.COMPLEX, x * y, x)),

@@ -44,6 +44,8 @@ SAMPLES = {
     dtypes.int64: np.array([0, 1, -1, 7, -7, 2, 3, -(2**63), 2**63 - 1, 5, -2, 9, 4, 0, 6, -3],
                            dtype=np.int64),
     dtypes.bool_: np.array([True, False] * 8),
+    dtypes.complex128: FLOAT_VALUES + 1j * np.roll(FLOAT_VALUES, 5),
+    dtypes.complex64: (FLOAT_VALUES + 1j * np.roll(FLOAT_VALUES, 5)).astype(np.complex64),
 }
 
 

@@ -14,6 +14,8 @@ reference and that the program was compiled whole (no op run by NumPy)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -512,3 +514,40 @@ def test_newton_steps_with_a_solve_in_a_loop_and_the_gradient_of_a_solve():
     assert np.max(np.abs(a @ got + 0.1 * got ** 3 - y)) < 1e-12  # converged
     grad = compiled_whole(ik.grad(loss), a, strategy=None)
     _within(grad(a), ik.jit(ik.grad(loss), strategy="reference")(a), bound=1e4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.lists(st.tuples(st.integers(0, 2),
+                                                               st.integers(0, 2)),
+                                                     min_size=1, max_size=4),
+       st.floats(-2.0, 2.0))
+def test_slices_of_a_pad_are_read_in_place_with_the_reference_bits(rows, cols, shifts, fill):
+    """A 2-D stencil (slices of one padded array, as the 5-point Laplacian
+    reads its neighbours): the pad is never stored, the run's index space
+    is cut into boxes where each slice is wholly the operand shifted or the
+    padding value; any sizes, shifts and padding value keep the bits."""
+    def f(u):
+        p = inp.pad(u * 1.0, ((2, 2), (2, 2)), constant_values=fill)
+        total = 4.0 * u
+        for k, (a, b) in enumerate(shifts):
+            total = total - (k + 1.0) * p[a:a + rows, b:b + cols]
+        return total
+    u = np.cos(np.arange(rows * cols, dtype=np.float64)).reshape(rows, cols)
+    check(f, u)
+    reads_padding = any((a, b) != (2, 2) for a, b in shifts)
+    if rows > 1 and cols > 1 and reads_padding:  # (a one-element run is not fused)
+        source = compiled_whole(f, u).source()
+        assert re.search(r"\br\d+v\[", source), source  # a slice read as the padding value
+
+
+def test_a_laplacian_in_a_loop_reads_its_pad_in_place():
+    """The cg benchmark's operator in a fori_loop: no pad buffer in the
+    loop, the reference's bits."""
+    def lap(u):
+        p = inp.pad(u, ((1, 1), (1, 1)))
+        return 4.0 * u - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+
+    def f(u):
+        return ik.fori_loop(0, 3, lambda i, v: v - 0.1 * lap(v), u)
+    u = np.sin(np.arange(48.0)).reshape(6, 8)
+    check(f, u, strategy=None)

@@ -477,6 +477,113 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
                     "            return;"]
 
 
+def _fused_pads(graph: Graph, views: dict, member: dict, users: dict, names: dict) -> set:
+    """Pads read only through unit-stride slices of their own rank by fused
+    runs (a stencil's shifted neighbours, ``pad(u)[:-2, 1:-1]``): such a pad
+    is never stored, each slice is read as its operand shifted, or as the
+    padding value outside it (``_boxes``)."""
+    found = set()
+    for node in graph.nodes:
+        if node.op is not Op.PAD or node in names or node in graph.outputs:
+            continue
+        a = node.attrs
+        if any(a["interior"]) or min((*a["lo"], *a["hi"])) < 0:
+            continue
+        readers = users.get(node, set())
+        if readers and all(
+                r.op is Op.SLICE and r in views and all(st == 1 for st in r.attrs["stride"])
+                and r not in graph.outputs and r not in names and users.get(r)
+                and all(len(member.get(u, ())) > 1 for u in users[r]) for r in readers):
+            found.add(node)
+    return found
+
+
+def _padded_read(y: Node, reads: dict) -> tuple:
+    """(operand's read, padding value's read, shift, operand's shape) of a
+    slice ``y`` of a fused pad: element ``i`` of ``y`` is the operand at
+    ``i + shift`` where that is inside it, else the padding value."""
+    pad = y.inputs[0]
+    x, value = pad.inputs
+    shift = [s - lo for s, lo in zip(y.attrs["start"], pad.attrs["lo"])]
+    return reads[x], reads[value], shift, x.shape
+
+
+def _boxes(run: list[Node], stored: dict, reads: dict, views: dict, padded: dict
+           ) -> list[str]:
+    """A run reading slices of fused pads: its index space cut, axis by axis,
+    where a padded slice's operand starts and ends, into boxes in each of
+    which every such read is wholly the shifted operand or wholly the
+    padding value: one plain nest per box, the same values and order."""
+    members = set(run)
+    shape = run[0].shape
+    leaves: dict[Node, int] = {}
+    for node in run:
+        for x in node.inputs:
+            if x not in members:
+                leaves.setdefault(x, len(leaves))
+    lines = []
+    for y, k in leaves.items():
+        if y in padded:
+            xr, vr, _, _ = padded[y]
+            lines += [f"        const {CTYPE[y.dtype]} *restrict r{k} = {xr.name};",
+                      f"        const {CTYPE[y.dtype]} *restrict r{k}v = {vr.name};"]
+        else:
+            lines.append(f"        const {CTYPE[y.dtype]} *restrict r{k} = {reads[y].name};")
+    outs = {node: f"o{j}" for j, node in enumerate(n for n in run if n in stored)}
+    lines += [f"        {CTYPE[n.dtype]} *restrict {o} = {stored[n]};" for n, o in outs.items()]
+    cuts = [{0, n} for n in shape]
+    for _, _, shift, inner in padded.values():
+        for d, n in enumerate(shape):
+            cuts[d] |= {min(max(-shift[d], 0), n), min(max(inner[d] - shift[d], 0), n)}
+    edges = [sorted(c) for c in cuts]
+    so = _strides(shape)
+
+    def boxes(d):
+        if d == len(shape):
+            yield []
+            return
+        for a, b in zip(edges[d], edges[d][1:]):
+            for rest in boxes(d + 1):
+                yield [(a, b), *rest]
+    for box in boxes(0):
+        starts = [a for a, _ in box]
+        sizes = [b - a for a, b in box]
+        if 0 in sizes:
+            continue
+        arrays, names = [(so, sum(a * s for a, s in zip(starts, so)))], {}
+        for y, k in leaves.items():
+            if y in padded:
+                xr, vr, shift, inner = padded[y]
+                inside = all(0 <= a + sh and a + sh + n <= m
+                             for a, n, sh, m in zip(starts, sizes, shift, inner))
+                if inside:
+                    base = xr.offset + sum((a + sh) * st
+                                           for a, sh, st in zip(starts, shift, xr.strides))
+                    arrays.append((list(xr.strides), base))
+                    names[y] = f"r{k}"
+                else:
+                    arrays.append(([0] * len(shape), vr.offset))
+                    names[y] = f"r{k}v"
+            else:
+                r = reads[y]
+                base = r.offset + sum(a * st for a, st in zip(starts, r.strides))
+                arrays.append((list(r.strides), base))
+                names[y] = f"r{k}"
+
+        def statement(ix, names=names):
+            value = {y: f"{names[y]}[{ix[1 + k]}]" for y, k in leaves.items()}
+            body = []
+            for j, node in enumerate(run):
+                expr = _run_expression(node, [value[x] for x in node.inputs], views)
+                body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
+                value[node] = f"t{j}"
+                if node in outs:
+                    body.append(f"{outs[node]}[{ix[0]}] = t{j};")
+            return "{ " + " ".join(body) + " }"
+        lines += _nest(sizes, arrays, statement, simd=True)
+    return lines
+
+
 def _segments(run: list[Node], stored: dict, reads: dict, views: dict) -> list[str]:
     """A 1-D run holding pads, as one loop per segment between the places
     where a pad's operand starts or ends: inside a segment each pad is a
@@ -654,6 +761,9 @@ class _Scope:
         for node in graph.nodes:
             for x in node.inputs:
                 users.setdefault(x, set()).add(node)
+        fused = _fused_pads(graph, views, member, users, names)
+        self.fused = fused
+        for node in graph.nodes:
             if node.op is Op.GET:  # a result of its control node, which has no buffer
                 gets.setdefault(node.inputs[0], []).append(node)
                 continue
@@ -661,7 +771,10 @@ class _Scope:
                 continue
             for x in node.inputs:
                 r = root.get(x, x)
-                last[r] = max(last.get(r, -1), at[node])
+                # a fused pad has no buffer: its readers read its operand and value
+                for r in (r.inputs if r in fused else (r,)):
+                    r = root.get(r, r)
+                    last[r] = max(last.get(r, -1), at[node])
         for x in graph.outputs:
             last[root.get(x, x)] = len(graph.nodes)
         outputs = set(graph.outputs)
@@ -695,7 +808,8 @@ class _Scope:
                             f"{self.origin + offset});")
 
         for i, node in enumerate(graph.nodes):
-            skip = node in names or node in views or node.op is Op.GET or node in loose
+            skip = (node in names or node in views or node.op is Op.GET or node in loose
+                    or node in fused)
             if not skip and (node.op in CONTROL or node.several):
                 for g in gets.get(node, []):
                     if g not in names:
@@ -711,14 +825,16 @@ class _Scope:
             if node in temps:  # a temporary lives while its node runs
                 free.setdefault(temps[node][1], []).append(temps[node][0])
         for x, v in views.items():
-            self.reads[x] = _Read(names[v.source], v.strides, v.offset)
+            if v.source not in fused:
+                self.reads[x] = _Read(names[v.source], v.strides, v.offset)
         for node in graph.nodes:
-            if node in self.reads or node.several or node in loose:
+            if node in self.reads or node.several or node in loose or node in fused or (
+                    node in views and views[node].source in fused):
                 continue
             self.reads[node] = self.given.get(node) or _Read(names[node], _strides(node.shape), 0)
         blocks = []
         for node in graph.nodes:
-            if node.op in (Op.INPUT, Op.CONST, Op.GET) or node in views:
+            if node.op in (Op.INPUT, Op.CONST, Op.GET) or node in views or node in fused:
                 continue
             run = member.get(node)
             if node.op in CONTROL:
@@ -730,8 +846,11 @@ class _Scope:
             elif run is not None and len(run) > 1:
                 if node is run[-1]:
                     stored = {n: names[n] for n in run if n not in loose}
-                    blocks.append(["    {", *_run_code(run, stored, self.reads, views,
-                                                           self.outlined), "    }"])
+                    padded = {y: _padded_read(y, self.reads) for n in run for y in n.inputs
+                              if y in views and views[y].source in fused}
+                    code = (_boxes(run, stored, self.reads, views, padded) if padded else
+                            _run_code(run, stored, self.reads, views, self.outlined))
+                    blocks.append(["    {", *code, "    }"])
             else:
                 blocks.append(["    {", *_restricted(node, names[node], self.reads, self.blas,
                                                          self.outlined),

@@ -770,10 +770,10 @@ class _Scope:
             if node in views:
                 continue
             for x in node.inputs:
-                r = root.get(x, x)
+                source = root.get(x, x)
                 # a fused pad has no buffer: its readers read its operand and value
-                for r in (r.inputs if r in fused else (r,)):
-                    r = root.get(r, r)
+                for y in (source.inputs if source in fused else (source,)):
+                    r = root.get(y, y)
                     last[r] = max(last.get(r, -1), at[node])
         for x in graph.outputs:
             last[root.get(x, x)] = len(graph.nodes)

@@ -551,3 +551,24 @@ def test_a_laplacian_in_a_loop_reads_its_pad_in_place():
         return ik.fori_loop(0, 3, lambda i, v: v - 0.1 * lap(v), u)
     u = np.sin(np.arange(48.0)).reshape(6, 8)
     check(f, u, strategy=None)
+
+
+@pytest.mark.parametrize("n", [5, 128, 1000, 4099])
+def test_an_inner_product_sums_its_products_without_storing_them(n):
+    """sum(a * b) where the product is a fused run's value nothing else
+    reads: the sum multiplies as it adds (NumPy's pairwise order over the
+    same products): np.sum(a * b)'s bits, in a loop as a Krylov method's."""
+    def f(a, b):
+        c = a * 1.5 + b
+        return inp.sum(c * b), inp.sum((a - b) * (a - b)), c
+
+    def g(a, b):
+        return ik.fori_loop(0, 2, lambda i, v: v * (1.0 / (1.0 + inp.sum(v * v))), a)
+    a, b = np.cos(np.arange(n, dtype=np.float64)), np.sin(np.arange(n, dtype=np.float64))
+    compiled = compiled_whole(f, a, b)
+    assert compiled.source().count("isk_pairwise_dot_float64(") >= 3  # 2 calls + the helper
+    got = compiled(a, b)
+    same_bits(got, ik.jit(f, strategy="reference")(a, b))
+    c = a * 1.5 + b
+    assert got[0] == np.sum(c * b) and got[1] == np.sum((a - b) * (a - b))
+    check(g, a, b)

@@ -477,6 +477,31 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
                     "            return;"]
 
 
+def _dot_sums(graph: Graph, member: dict, users: dict, loose: set, names: dict,
+              views: dict) -> dict:
+    """{sum: product} for the float sums over every axis of a product of a
+    fused run that nothing else reads (a Krylov method's inner products),
+    shorter than ``SPLIT_SUM_MIN`` (a longer one splits over the workers):
+    the product is never stored, the sum multiplies its operands as it adds
+    (``PAIRWISE_DOT``: NumPy's pairwise order over the same products, so the
+    bits of storing them and summing)."""
+    found = {}
+    for node in graph.nodes:
+        if node.op is not Op.REDUCE_SUM or node.dtype not in dtypes.FLOATS:
+            continue
+        product = node.inputs[0]
+        if (product.op is not Op.MUL or len(member.get(product, ())) < 2
+                or users.get(product) != {node} or product in names or product in graph.outputs
+                or sorted(node.attrs["axes"]) != list(range(product.aval.ndim))
+                or not 2 <= product.aval.size < SPLIT_SUM_MIN):  # (longer: split sums)
+            continue
+        if any(x in loose or x in views or x.aval.shape != product.aval.shape
+               for x in product.inputs):
+            continue
+        found[node] = product
+    return found
+
+
 def _fused_pads(graph: Graph, views: dict, member: dict, users: dict, names: dict) -> set:
     """Pads read only through unit-stride slices of their own rank by fused
     runs (a stencil's shifted neighbours, ``pad(u)[:-2, 1:-1]``): such a pad
@@ -763,13 +788,20 @@ class _Scope:
                 users.setdefault(x, set()).add(node)
         fused = _fused_pads(graph, views, member, users, names)
         self.fused = fused
+        outputs = set(graph.outputs)
+        # a run's member is stored when something outside the run reads it
+        loose = {node for run in runs if len(run) > 1 for node in run
+                 if node not in outputs and node not in names
+                 and users.get(node, set()) <= set(member[node])}
+        dots = _dot_sums(graph, member, users, loose, names, views)
+        loose |= set(dots.values())  # a product read by its sum alone is never stored
         for node in graph.nodes:
             if node.op is Op.GET:  # a result of its control node, which has no buffer
                 gets.setdefault(node.inputs[0], []).append(node)
                 continue
             if node in views:
                 continue
-            for x in node.inputs:
+            for x in (dots[node].inputs if node in dots else node.inputs):
                 source = root.get(x, x)
                 # a fused pad has no buffer: its readers read its operand and value
                 for y in (source.inputs if source in fused else (source,)):
@@ -777,11 +809,6 @@ class _Scope:
                     last[r] = max(last.get(r, -1), at[node])
         for x in graph.outputs:
             last[root.get(x, x)] = len(graph.nodes)
-        outputs = set(graph.outputs)
-        # a run's member is stored when something outside the run reads it
-        loose = {node for run in runs if len(run) > 1 for node in run
-                 if node not in outputs and node not in names
-                 and users.get(node, set()) <= set(member[node])}
         dies: dict[int, list[Node]] = {}
         for x, i in last.items():
             dies.setdefault(i, []).append(x)
@@ -851,6 +878,12 @@ class _Scope:
                     code = (_boxes(run, stored, self.reads, views, padded) if padded else
                             _run_code(run, stored, self.reads, views, self.outlined))
                     blocks.append(["    {", *code, "    }"])
+            elif node in dots:
+                a, b = (self.reads[x] for x in dots[node].inputs)
+                blocks.append(["    {", f"        {names[node]}[0] = "
+                               f"{literal(0.0, node.dtype)} + isk_pairwise_dot_{node.dtype}("
+                               f"{a.name} + {a.offset}, {b.name} + {b.offset}, "
+                               f"{node.inputs[0].aval.size});", "    }"])
             else:
                 blocks.append(["    {", *_restricted(node, names[node], self.reads, self.blas,
                                                          self.outlined),
@@ -1564,6 +1597,35 @@ PAIRWISE = """static {t} isk_pairwise_sum_{s}(const {t} *a, int64_t n, int64_t s
 """NumPy's pairwise sum in C, per float type (``_pairwise_run``)."""
 
 
+PAIRWISE_DOT = """static {t} isk_pairwise_dot_{s}(const {t} *a, const {t} *b, int64_t n)
+{{  /* isk_pairwise_sum_{s} of the products a[i] * b[i], each rounded once */
+    if (n < 8) {{
+        {t} res = -0.0;
+        for (int64_t i = 0; i < n; i++)
+            res = res + a[i] * b[i];
+        return res;
+    }}
+    if (n <= {block}) {{
+        {t} r[8];
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j] * b[j];
+        int64_t i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] = r[j] + a[i + j] * b[i + j];
+        {t} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res = res + a[i] * b[i];
+        return res;
+    }}
+    int64_t half = n / 2;
+    half -= half % 8;
+    return isk_pairwise_dot_{s}(a, b, half) + isk_pairwise_dot_{s}(a + half, b + half, n - half);
+}}
+"""
+"""NumPy's pairwise sum of the products ``a[i] * b[i]`` (contiguous), each
+product rounded once as a stored product is: ``_dot_sums``."""
+
 PARALLEL_MIN = 1 << 18
 SPLIT_ALIGN = 64
 """Slices of a split run start at multiples of this many elements (a
@@ -1684,7 +1746,9 @@ def pairwise_helpers(text: str) -> list[str]:
     """The pairwise-sum helpers ``text`` calls."""
     return [PAIRWISE.format(t=CTYPE[dt], s=str(dt), block=PAIRWISE_BLOCK)
             for dt in (dtypes.float32, dtypes.float64) if f"isk_pairwise_sum_{dt}(" in text
-            or f"isk_pairwise_sum_split_{dt}(" in text]
+            or f"isk_pairwise_sum_split_{dt}(" in text] + [
+        PAIRWISE_DOT.format(t=CTYPE[dt], s=str(dt), block=PAIRWISE_BLOCK)
+        for dt in (dtypes.float32, dtypes.float64) if f"isk_pairwise_dot_{dt}(" in text]
 
 
 def split_sum_helpers(text: str) -> list[str]:

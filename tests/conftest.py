@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from isokernel import jit as ik_jit
 from isokernel.backends import all_strategies
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
 from isokernel.ir import Op
@@ -83,6 +85,25 @@ def every_cuda_source_compiles():
     failures = compile_everywhere(sources, found)
     assert not failures, f"{len(failures)} generated CUDA source(s) failed NVRTC:\n" + \
         "\n".join(failures[:3])
+
+
+CPU_STRATEGIES = ("reference", "threads", "native")
+
+
+@pytest.fixture(params=("eager", *CPU_STRATEGIES))
+def run(request):
+    """``run(fn, *args)``: ``fn(*args)`` eagerly, or under ``jit`` with each
+    CPU strategy (a module may define its own ``run``)."""
+    if request.param == "eager":
+        return lambda fn, *args: fn(*args)
+    return lambda fn, *args: ik_jit(fn, strategy=request.param)(*args)
+
+
+def same(got, want) -> None:
+    """One dtype, one shape, every bit."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    assert got.tobytes() == want.tobytes(), (got, want)
 
 
 @pytest.fixture(params=STRATEGIES)

@@ -14,23 +14,12 @@ import isokernel.numpy as inp
 import isokernel.ops as iops
 from isokernel.ir import Op
 
-STRATEGIES = ("reference", "threads", "native")
+from .conftest import same
+
 RNG = np.random.default_rng(3)
 Z = RNG.standard_normal(6) + 1j * RNG.standard_normal(6)
 Z64 = Z.astype(np.complex64)
 
-
-@pytest.fixture(params=("eager", *STRATEGIES))
-def run(request):
-    if request.param == "eager":
-        return lambda fn, *args: fn(*args)
-    return lambda fn, *args: ik.jit(fn, strategy=request.param)(*args)
-
-
-def same(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
-    assert got.tobytes() == want.tobytes(), (got, want)
 
 
 @pytest.mark.parametrize("z", [Z, Z64], ids=["c128", "c64"])

@@ -15,7 +15,8 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.ir import Op
 
-STRATEGIES = ("reference", "threads", "native")
+from .conftest import CPU_STRATEGIES as STRATEGIES
+
 RNG = np.random.default_rng(5)
 Z = RNG.standard_normal((4, 6)) + 1j * RNG.standard_normal((4, 6))
 X = RNG.standard_normal((4, 6))
@@ -53,12 +54,6 @@ CASES = [
      X7, True),
 ]
 
-
-@pytest.fixture(params=("eager", *STRATEGIES))
-def run(request):
-    if request.param == "eager":
-        return lambda fn, *args: fn(*args)
-    return lambda fn, *args: ik.jit(fn, strategy=request.param)(*args)
 
 
 @pytest.mark.parametrize("name,ours,numpys,a,bits", CASES, ids=[c[0] for c in CASES])

@@ -17,25 +17,15 @@ import isokernel.numpy as inp
 import isokernel.ops as iops
 from isokernel.ir import Op
 
-STRATEGIES = ("reference", "threads", "native")
+from .conftest import CPU_STRATEGIES as STRATEGIES
+from .conftest import same
+
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((5, 4))
 IDX = np.array([4, 0, 4, 2, -1, 3])
 UPD = RNG.standard_normal((6, 4))
 
 
-@pytest.fixture(params=("eager", *STRATEGIES))
-def run(request):
-    """``run(fn, *args)``: eagerly, or under ``jit`` with each CPU strategy."""
-    if request.param == "eager":
-        return lambda fn, *args: fn(*args)
-    return lambda fn, *args: ik.jit(fn, strategy=request.param)(*args)
-
-
-def same(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert got.tobytes() == want.tobytes(), (got, want)
 
 
 # --- values against NumPy -----------------------------------------------------------------

@@ -18,7 +18,9 @@ import isokernel.numpy as inp
 import isokernel.ops as iops
 from isokernel.ir import Op
 
-STRATEGIES = ("reference", "threads", "native")
+from .conftest import CPU_STRATEGIES as STRATEGIES
+from .conftest import same
+
 RNG = np.random.default_rng(1)
 X = RNG.standard_normal((5, 6))
 X[1, 2] = X[1, 4]  # a tie
@@ -26,18 +28,6 @@ XN = X.copy()
 XN[2, 3] = np.nan
 XN[0, 0] = np.inf
 
-
-@pytest.fixture(params=("eager", *STRATEGIES))
-def run(request):
-    if request.param == "eager":
-        return lambda fn, *args: fn(*args)
-    return lambda fn, *args: ik.jit(fn, strategy=request.param)(*args)
-
-
-def same(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
-    assert got.tobytes() == want.tobytes(), (got, want)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1, None])

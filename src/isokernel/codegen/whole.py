@@ -442,15 +442,8 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
     arrays = [(_strides(shape), 0)] + [(reads[y].strides, reads[y].offset) for y in leaves]
 
     def statement(ix):
-        value = {y: f"r{k}[{ix[1 + k]}]" for y, k in leaves.items()}
-        body = []
-        for j, node in enumerate(run):
-            expr = _run_expression(node, [value[x] for x in node.inputs], views)
-            body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
-            value[node] = f"t{j}"
-            if node in outs:
-                body.append(f"{outs[node]}[{ix[0]}] = t{j};")
-        return "{ " + " ".join(body) + " }"
+        return _run_statement(run, {y: f"r{k}[{ix[1 + k]}]" for y, k in leaves.items()},
+                              outs, ix[0], views)
     flat = _flat(shape, arrays)
     if outlined is None or flat is None or math.prod(shape) < PARALLEL_MIN:
         return lines + _nest(shape, arrays, statement, simd=True)
@@ -596,17 +589,24 @@ def _boxes(run: list[Node], stored: dict, reads: dict, views: dict, padded: dict
                 names[y] = f"r{k}"
 
         def statement(ix, names=names):
-            value = {y: f"{names[y]}[{ix[1 + k]}]" for y, k in leaves.items()}
-            body = []
-            for j, node in enumerate(run):
-                expr = _run_expression(node, [value[x] for x in node.inputs], views)
-                body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
-                value[node] = f"t{j}"
-                if node in outs:
-                    body.append(f"{outs[node]}[{ix[0]}] = t{j};")
-            return "{ " + " ".join(body) + " }"
+            return _run_statement(run, {y: f"{names[y]}[{ix[1 + k]}]"
+                                        for y, k in leaves.items()}, outs, ix[0], views)
         lines += _nest(sizes, arrays, statement, simd=True)
     return lines
+
+
+def _run_statement(run: list[Node], value: dict, outs: dict, at: str, views: dict) -> str:
+    """One element of a run: each node's expression into a local, in graph
+    order, over ``value`` (each leaf's read); the stored ones written at
+    index ``at``."""
+    body = []
+    for j, node in enumerate(run):
+        expr = _run_expression(node, [value[x] for x in node.inputs], views)
+        body.append(f"const {CTYPE[node.dtype]} t{j} = {expr};")
+        value[node] = f"t{j}"
+        if node in outs:
+            body.append(f"{outs[node]}[{at}] = t{j};")
+    return "{ " + " ".join(body) + " }"
 
 
 def _segments(run: list[Node], stored: dict, reads: dict, views: dict) -> list[str]:

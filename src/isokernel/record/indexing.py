@@ -126,11 +126,8 @@ def _expand(key: tuple, rank: int, name: str) -> list:
 
 
 def _strides(shape) -> list[int]:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return out[::-1]
+    """Row-major element strides (each axis: the product of the later sizes)."""
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 def positions(shape: tuple, key, mode: str, name: str):

@@ -107,45 +107,43 @@ def top_k(operand, k: int):
 METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
 
+def _hundredths(q):
+    return F.divide(q, 100.0) if isinstance(q, Tracer) else np.asarray(q) / 100
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, interpolation=None):
     """NumPy ``quantile`` (its formula and rounding for each method; NaN if
     the slice holds one)."""
-    return _quantile(a, q, axis, method if interpolation is None else interpolation,
-                     keepdims, "quantile", skip_nan=False)
+    return _quantile(a, q, axis, interpolation or method, keepdims, "quantile", False)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, interpolation=None):
     """NumPy ``percentile``: ``quantile`` of ``q / 100``."""
-    return _quantile(a, F.divide(q, 100.0) if isinstance(q, Tracer) else np.asarray(q) / 100,
-                     axis, method if interpolation is None else interpolation, keepdims,
-                     "percentile", skip_nan=False)
+    return _quantile(a, _hundredths(q), axis, interpolation or method, keepdims, "percentile",
+                     False)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """NumPy ``median``."""
-    return _quantile(a, 0.5, axis, "linear", keepdims, "median", skip_nan=False,
-                     median=True)
+    return _quantile(a, 0.5, axis, "linear", keepdims, "median", False, median=True)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, interpolation=None):
     """NumPy ``nanquantile``: NaNs left out (a slice of NaNs only: NaN)."""
-    return _quantile(a, q, axis, method if interpolation is None else interpolation,
-                     keepdims, "nanquantile", skip_nan=True)
+    return _quantile(a, q, axis, interpolation or method, keepdims, "nanquantile", True)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, interpolation=None):
-    return _quantile(a, F.divide(q, 100.0) if isinstance(q, Tracer) else np.asarray(q) / 100,
-                     axis, method if interpolation is None else interpolation, keepdims,
-                     "nanpercentile", skip_nan=True)
+    return _quantile(a, _hundredths(q), axis, interpolation or method, keepdims,
+                     "nanpercentile", True)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", skip_nan=True,
-                     median=True)
+    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True, median=True)
 
 
 def _quantile(a, q, axis, method, keepdims, name, skip_nan, median=False):

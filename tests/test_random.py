@@ -396,3 +396,50 @@ def test_64_bit_seeds_signed_or_unsigned_are_read_as_their_bits():
     np.testing.assert_array_equal(rnd.key(2**64 - 1), rnd.key(-1))
     np.testing.assert_array_equal(rnd.key(np.uint64(2**63)), rnd.key(-(2**63)))
     np.testing.assert_array_equal(rnd.key(-(2**63)), [2**31, 0])
+
+
+@pytest.mark.parametrize("name,cdf", [("exponential", "expon"), ("logistic", "logistic"),
+                                      ("laplace", "laplace"), ("gumbel", "gumbel_r")])
+def test_continuous_samplers_follow_their_distribution_and_jaxs_formula(name, cdf):
+    """10^5 draws pass Kolmogorov-Smirnov (p > 1e-3) against SciPy's
+    distribution, in float64 and float32; with JAX installed, the draws are
+    JAX's within 1e-11 relative (the same uniform bits and formula; the
+    logs are libm's here, XLA's there)."""
+    stats = pytest.importorskip("scipy.stats")
+    k = rnd.key(42)
+    for dtype in (np.float64, np.float32):
+        draws = ik.jit(lambda k: getattr(rnd, name)(k, (100_000,), dtype))(k)
+        assert draws.dtype == dtype and np.all(np.isfinite(draws))
+        assert stats.kstest(draws.astype(np.float64), getattr(stats, cdf).cdf).pvalue > 1e-3
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    theirs = np.asarray(getattr(jax.random, name)(jax.random.PRNGKey(42), (100_000,),
+                                                  dtype=np.float64))
+    ours = getattr(rnd, name)(k, (100_000,))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-300)
+
+
+def test_categorical_is_the_gumbel_max_trick():
+    """Frequencies match softmax(logits) within 4 standard errors on 10^5
+    draws, batch shapes prefix the logits' batch, and with JAX installed the
+    indices are JAX's."""
+    logits = np.log(np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]))
+    k = rnd.key(3)
+    draws = ik.jit(lambda k: rnd.categorical(k, logits, shape=(50_000, 2)))(k)
+    assert draws.shape == (50_000, 2) and draws.dtype == np.int64
+    for row in range(2):
+        freq = np.bincount(draws[:, row], minlength=3) / 50_000
+        p = np.exp(logits[row])
+        assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / 50_000))
+    with pytest.raises(ik.ShapeError, match="batch shape"):
+        rnd.categorical(k, logits, shape=(5, 3))
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    theirs = jax.random.categorical(jax.random.PRNGKey(3), logits, shape=(50_000, 2))
+    np.testing.assert_array_equal(draws, np.asarray(theirs))

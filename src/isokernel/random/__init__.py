@@ -5,7 +5,19 @@ strategy computes the same bits (docs/random.md)."""
 from ._erfinv import erfinv
 from ._initializers import glorot_normal, glorot_uniform, he_normal, lecun_normal
 from ._keys import fold_in, key, split
-from ._samplers import bernoulli, normal, permutation, randint, uniform
+from ._samplers import (
+    bernoulli,
+    categorical,
+    exponential,
+    gumbel,
+    laplace,
+    logistic,
+    normal,
+    permutation,
+    randint,
+    uniform,
+)
 
-__all__ = ["bernoulli", "erfinv", "fold_in", "glorot_normal", "glorot_uniform", "he_normal",
-           "key", "lecun_normal", "normal", "permutation", "randint", "split", "uniform"]
+__all__ = ["bernoulli", "categorical", "erfinv", "exponential", "fold_in", "glorot_normal",
+           "glorot_uniform", "gumbel", "he_normal", "key", "laplace", "lecun_normal", "logistic",
+           "normal", "permutation", "randint", "split", "uniform"]

@@ -1,5 +1,8 @@
-"""Samplers: ``uniform``, ``normal``, ``bernoulli``, ``randint`` and
-``permutation`` from the counter words, each in ``jax.random``'s arithmetic."""
+"""Samplers: ``uniform``, ``normal``, ``bernoulli``, ``randint``,
+``permutation``, ``exponential``, ``logistic``, ``laplace``, ``gumbel`` and
+``categorical`` from the counter words, each in ``jax.random``'s arithmetic
+(the uniform draws bit for bit; the transcendentals the strategy's, so the
+others within a few ulp of JAX's)."""
 
 from __future__ import annotations
 
@@ -65,6 +68,65 @@ def normal(key, shape=(), dtype=np.float64):
     lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
     u = uniform(key, shape, dtype, lo, 1.0)
     return np.asarray(np.sqrt(2), dtype) * erfinv(u)
+
+
+def _tiny(dtype):
+    return np.asarray(np.finfo(dtype).tiny, dtype)
+
+
+def exponential(key, shape=(), dtype=np.float64):
+    """Exponential(1) draws: ``-log1p(-u)``, ``jax.random.exponential``'s
+    formula (u uniform in [0, 1), so the log's argument is in (0, 1])."""
+    dtype = float_dtype(dtype, "exponential")
+    u = uniform(key, as_shape(shape, "exponential"), dtype)
+    return -inp.log1p(-u)
+
+
+def logistic(key, shape=(), dtype=np.float64):
+    """Standard logistic draws: ``log(u) - log1p(-u)`` for u uniform in
+    [tiny, 1), ``jax.random.logistic``'s formula."""
+    dtype = float_dtype(dtype, "logistic")
+    u = uniform(key, as_shape(shape, "logistic"), dtype, _tiny(dtype), 1.0)
+    return inp.log(u) - inp.log1p(-u)
+
+
+def laplace(key, shape=(), dtype=np.float64):
+    """Laplace(0, 1) draws: ``sign(u) * log1p(-|u|)`` for u uniform in
+    [-1 + epsneg, 1), ``jax.random.laplace``'s formula."""
+    dtype = float_dtype(dtype, "laplace")
+    lo = np.asarray(-1.0 + np.finfo(dtype).epsneg, dtype)
+    u = uniform(key, as_shape(shape, "laplace"), dtype, lo, 1.0)
+    return inp.sign(u) * inp.log1p(-inp.abs(u))
+
+
+def gumbel(key, shape=(), dtype=np.float64):
+    """Standard Gumbel draws: ``-log(-log(u))`` for u uniform in [tiny, 1),
+    ``jax.random.gumbel``'s default ("low") mode."""
+    dtype = float_dtype(dtype, "gumbel")
+    u = uniform(key, as_shape(shape, "gumbel"), dtype, _tiny(dtype), 1.0)
+    return -inp.log(-inp.log(u))
+
+
+def categorical(key, logits, axis=-1, shape=None):
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis``:
+    the Gumbel-max trick, ``argmax(gumbel + logits)``, as
+    ``jax.random.categorical`` (``shape``: the batch shape, a prefix of
+    leading axes before ``logits``'s other axes)."""
+    logits = inp.asarray(logits)
+    dtype = logits.dtype if logits.dtype in dtypes.FLOATS else np.dtype(np.float64)
+    rank = len(logits.shape)
+    axis = axis % rank
+    batch = tuple(d for i, d in enumerate(logits.shape) if i != axis)
+    shape = batch if shape is None else as_shape(shape, "categorical")
+    if tuple(shape[len(shape) - len(batch):]) != batch:
+        raise ShapeError(f"random.categorical: shape {shape} does not end with the logits' "
+                         f"batch shape {batch}")
+    prefix = tuple(shape[:len(shape) - len(batch)])
+    full = list(batch)
+    full.insert(axis, logits.shape[axis])
+    noise = gumbel(key, prefix + tuple(full), dtype)
+    moved = inp.reshape(inp.astype(logits, dtype), (1,) * len(prefix) + tuple(logits.shape))
+    return inp.argmax(noise + moved, axis=len(prefix) + axis)
 
 
 def bernoulli(key, p=0.5, shape=None):

@@ -408,7 +408,7 @@ def test_continuous_samplers_follow_their_distribution_and_jaxs_formula(name, cd
     stats = pytest.importorskip("scipy.stats")
     k = rnd.key(42)
     for dtype in (np.float64, np.float32):
-        draws = ik.jit(lambda k: getattr(rnd, name)(k, (100_000,), dtype))(k)
+        draws = ik.jit(lambda k, dtype=dtype: getattr(rnd, name)(k, (100_000,), dtype))(k)
         assert draws.dtype == dtype and np.all(np.isfinite(draws))
         assert stats.kstest(draws.astype(np.float64), getattr(stats, cdf).cdf).pvalue > 1e-3
     try:

@@ -272,7 +272,7 @@ CUPY = {
     Op.TABLE_LOOKUP: _table,
     Op.FUSED: _fused,
     Op.GET: lambda ex, node, results: EVAL[Op.GET](results, **node.attrs),
-    Op.GATHER: lambda ex, node, x, idx: ex.rt.xp.take(x, idx, axis=0, mode="clip"),
+    Op.GATHER: lambda ex, node, x, idx: _device_gather(ex, x, idx),
     Op.SCATTER: lambda ex, node, *operands: _no_device_scatter(node),
     Op.SORT: lambda ex, node, *xs: _device_sort(ex, *xs, **node.attrs),
     Op.FFT: lambda ex, node, x: _device_fft(ex, x, **node.attrs),
@@ -317,6 +317,15 @@ NO_KERNEL = ("{op} of {dtype}{where}: no CUDA kernel reproduces NumPy's result h
 NO_SCATTER = ("scatter{where}: the GPU strategies have no scatter kernel that applies "
               "repeated indices in isokernel's fixed order yet (CUDA atomics do not). Nothing "
               "was run; use a CPU strategy (native) for this graph")
+
+
+def _device_gather(ex, x, idx):
+    """Rows of ``x`` by index, the indices clamped as the reference's rule
+    clamps them (CuPy's ``take`` has no ``mode``)."""
+    xp = ex.rt.xp
+    if x.shape[0] == 0:
+        return xp.zeros(idx.shape + x.shape[1:], x.dtype)
+    return xp.take(x, xp.clip(idx, 0, x.shape[0] - 1), axis=0)
 
 
 def _device_sort(ex, *xs, axis, num_keys):

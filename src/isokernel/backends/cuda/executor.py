@@ -329,12 +329,15 @@ def _device_gather(ex, x, idx):
 
 
 def _device_sort(ex, *xs, axis, num_keys):
-    """CuPy's stable sort (NaN last, as NumPy's) of the keys, every operand
-    reordered by it."""
+    """CuPy's stable argsort (NaN last, as NumPy's), the keys least
+    significant first (a stable sort by each key of the order so far: the
+    lexicographic order, along any axis), every operand reordered by it."""
     xp = ex.rt.xp
-    keys = xs[:num_keys]
-    order = (xp.argsort(keys[0], axis=axis, kind="stable") if num_keys == 1
-             else xp.lexsort(xp.stack(keys[::-1]), axis=axis))
+    order = xp.argsort(xs[num_keys - 1], axis=axis, kind="stable")
+    for key in reversed(xs[:num_keys - 1]):
+        ranked = xp.argsort(xp.take_along_axis(key, order, axis=axis), axis=axis,
+                            kind="stable")
+        order = xp.take_along_axis(order, ranked, axis=axis)
     return [xp.take_along_axis(x, order, axis=axis) for x in xs]
 
 

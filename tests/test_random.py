@@ -443,3 +443,27 @@ def test_categorical_is_the_gumbel_max_trick():
     jax.config.update("jax_enable_x64", True)
     theirs = jax.random.categorical(jax.random.PRNGKey(3), logits, shape=(50_000, 2))
     np.testing.assert_array_equal(draws, np.asarray(theirs))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_choice_draws_with_and_without_replacement(weighted):
+    """With replacement the frequencies follow p (uniform without it) within
+    4 standard errors on 40,000 draws; without, every index at most once and
+    each first place taken with probability p; arrays are drawn along axis."""
+    p = np.array([0.1, 0.2, 0.3, 0.4]) if weighted else None
+    want = p if weighted else np.full(4, 0.25)
+    k = rnd.key(5)
+    draws = ik.jit(lambda k: rnd.choice(k, 4, (40_000,), p=p))(k)
+    assert draws.dtype == np.int64
+    freq = np.bincount(draws, minlength=4) / draws.size
+    assert np.all(np.abs(freq - want) < 4 * np.sqrt(want * (1 - want) / draws.size))
+    keys = rnd.split(k, 4000)
+    firsts = ik.jit(ik.vmap(lambda k: rnd.choice(k, 4, (3,), replace=False, p=p)))(keys)
+    assert all(len(set(row)) == 3 for row in firsts.tolist())
+    freq = np.bincount(firsts[:, 0], minlength=4) / len(firsts)
+    assert np.all(np.abs(freq - want) < 4 * np.sqrt(want * (1 - want) / len(firsts)))
+    a = np.arange(12.0).reshape(4, 3)
+    picked = ik.jit(lambda k: rnd.choice(k, a, (2,), replace=False, p=None, axis=1))(k)
+    assert picked.shape == (4, 2) and set(picked[0].tolist()) <= {0.0, 1.0, 2.0}
+    with pytest.raises(ValueError, match="without replacement"):
+        rnd.choice(k, 3, (4,), replace=False)

@@ -8,6 +8,7 @@ from ._keys import fold_in, key, split
 from ._samplers import (
     bernoulli,
     categorical,
+    choice,
     exponential,
     gumbel,
     laplace,
@@ -18,6 +19,6 @@ from ._samplers import (
     uniform,
 )
 
-__all__ = ["bernoulli", "categorical", "erfinv", "exponential", "fold_in", "glorot_normal",
+__all__ = ["bernoulli", "categorical", "choice", "erfinv", "exponential", "fold_in", "glorot_normal",
            "glorot_uniform", "gumbel", "he_normal", "key", "laplace", "lecun_normal", "logistic",
            "normal", "permutation", "randint", "split", "uniform"]

@@ -255,3 +255,52 @@ def permutation(key, x):
         key, subkey = split(key)
         x = _sort_rows(bits32(subkey, (n,), "permutation"), x)
     return x
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """``jax.random.choice``'s algorithms: uniform indices by ``randint``
+    (with replacement), the first draws of a ``permutation`` (without), the
+    inverse of the cumulative ``p`` at a uniform draw (weighted, with), the
+    Gumbel top-k trick (weighted, without). ``a``: an int n (draw from
+    range(n)) or an array (draw along ``axis``). The integer paths follow
+    JAX's bits where its int32 algorithms apply; the weighted ones its
+    arithmetic (cumsum's order and the logs may differ in the last bits)."""
+    from ..ops import top_k
+    shape = as_shape(shape, "choice")
+    scalar = not isinstance(a, Tracer) and np.ndim(a) == 0
+    arr = None if scalar else inp.asarray(a)
+    if scalar:
+        n = _count(a)
+    else:
+        axis = axis % len(arr.shape)
+        n = arr.shape[axis]
+    draws = math.prod(shape)
+    if draws == 0:
+        return inp.zeros(shape, np.int64 if scalar else arr.dtype)
+    if n <= 0:
+        raise ValueError("random.choice: a must be greater than 0 unless no samples are taken")
+    if not replace and draws > n:
+        raise ValueError(f"random.choice: cannot take {draws} samples from {n} without "
+                         f"replacement; pass replace=True or fewer samples")
+    if p is None:
+        if replace:
+            index = inp.astype(randint(key, shape, 0, n), np.int64)
+        else:
+            index = inp.reshape(permutation(key, n)[:draws], shape)
+    else:
+        weights = inp.asarray(p)
+        dtype = weights.dtype if weights.dtype in dtypes.FLOATS else np.dtype(np.float64)
+        weights = inp.astype(weights, dtype)
+        if tuple(weights.shape) != (n,):
+            raise ShapeError(f"random.choice: p of shape {tuple(weights.shape)} for {n} "
+                             f"choices; give one weight per choice")
+        if replace:
+            total = inp.cumsum(weights)
+            r = total[-1] * (1.0 - uniform(key, shape, dtype))
+            index = inp.searchsorted(total, r)
+        else:
+            g = gumbel(key, (n,), dtype) + inp.log(weights)
+            index = inp.reshape(top_k(g, draws)[1], shape)
+    if scalar:
+        return index
+    return inp.take(arr, index, axis=axis, mode="clip")

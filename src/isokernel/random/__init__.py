@@ -19,6 +19,6 @@ from ._samplers import (
     uniform,
 )
 
-__all__ = ["bernoulli", "categorical", "choice", "erfinv", "exponential", "fold_in", "glorot_normal",
-           "glorot_uniform", "gumbel", "he_normal", "key", "laplace", "lecun_normal", "logistic",
-           "normal", "permutation", "randint", "split", "uniform"]
+__all__ = ["bernoulli", "categorical", "choice", "erfinv", "exponential", "fold_in",
+           "glorot_normal", "glorot_uniform", "gumbel", "he_normal", "key", "laplace",
+           "lecun_normal", "logistic", "normal", "permutation", "randint", "split", "uniform"]

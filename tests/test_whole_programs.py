@@ -572,3 +572,16 @@ def test_an_inner_product_sums_its_products_without_storing_them(n):
     c = a * 1.5 + b
     assert got[0] == np.sum(c * b) and got[1] == np.sum((a - b) * (a - b))
     check(g, a, b)
+
+
+def test_an_inner_product_of_strided_steps_keeps_its_product():
+    """A scan over the columns of a matrix (each step a strided read): the
+    inner product of a step cannot be summed as one run, so its product is
+    stored and summed as before; the reference's bits either way."""
+    def f(m):
+        def body(c, col):
+            v = col * 2.0 + c  # (fused with the product below)
+            return c + inp.sum(col * col), v
+        return ik.scan(body, np.float64(0.0), inp.transpose(m))
+    m = np.cos(np.arange(60.0)).reshape(6, 10)
+    check(f, m)

@@ -471,7 +471,7 @@ def _run_code(run: list[Node], stored: dict, reads: dict, views: dict,
 
 
 def _dot_sums(graph: Graph, member: dict, users: dict, loose: set, names: dict,
-              views: dict) -> dict:
+              views: dict, given: dict) -> dict:
     """{sum: product} for the float sums over every axis of a product of a
     fused run that nothing else reads (a Krylov method's inner products),
     shorter than ``SPLIT_SUM_MIN`` (a longer one splits over the workers):
@@ -489,7 +489,8 @@ def _dot_sums(graph: Graph, member: dict, users: dict, loose: set, names: dict,
                 or not 2 <= product.aval.size < SPLIT_SUM_MIN):  # (longer: split sums)
             continue
         if any(x in loose or x in views or x.aval.shape != product.aval.shape
-               for x in product.inputs):
+               or (x in given and list(given[x].strides) != _strides(x.shape))
+               for x in product.inputs):  # (the sum reads each operand as one run)
             continue
         found[node] = product
     return found
@@ -793,7 +794,7 @@ class _Scope:
         loose = {node for run in runs if len(run) > 1 for node in run
                  if node not in outputs and node not in names
                  and users.get(node, set()) <= set(member[node])}
-        dots = _dot_sums(graph, member, users, loose, names, views)
+        dots = _dot_sums(graph, member, users, loose, names, views, self.given)
         loose |= set(dots.values())  # a product read by its sum alone is never stored
         for node in graph.nodes:
             if node.op is Op.GET:  # a result of its control node, which has no buffer

@@ -122,11 +122,8 @@ class _Traced:
                     f"{self.transform}({_label(self.fun)}): argument {name!r} is "
                     f"{x.aval.strong()}; only float and complex inputs can be differentiated. "
                     f"Pass floats (e.g. {name}.astype(inp.float64)) or leave it out of argnums")
-            if holomorphic and x.aval.dtype not in dtypes.COMPLEX:
-                raise DifferentiationError(
-                    f"{self.transform}({_label(self.fun)}, holomorphic=True): argument {name!r} "
-                    f"is {x.aval.strong()}; holomorphic differentiation needs complex inputs "
-                    f"(e.g. {name}.astype(inp.complex128))")
+            _check_complex(f"{self.transform}({_label(self.fun)})", f"argument {name!r}",
+                           x.aval.strong(), True if holomorphic else None)
 
     def split_aux(self, has_aux: bool):
         """(tree of the differentiated output, tree of aux or None)."""
@@ -145,15 +142,8 @@ class _Traced:
                 f"{main.num_leaves} values, but {self.transform} needs one scalar output. "
                 f"Return a scalar, or (output, aux) with has_aux=True")
         aval = self.graph.outputs[0].aval.strong()
-        if aval.dtype in dtypes.COMPLEX and not holomorphic:
-            raise DifferentiationError(
-                f"{self.transform}({_label(self.fun)}): the output is {aval}; the gradient of a "
-                f"complex output needs holomorphic=True (JAX's convention), or return a real "
-                f"value (inp.real, inp.abs)")
-        if holomorphic and aval.dtype not in dtypes.COMPLEX:
-            raise DifferentiationError(
-                f"{self.transform}({_label(self.fun)}, holomorphic=True): the output is {aval}; "
-                f"a holomorphic function has a complex output")
+        _check_complex(f"{self.transform}({_label(self.fun)})", "the output", aval,
+                       holomorphic)
         if aval.dtype not in dtypes.INEXACT:
             raise DifferentiationError(
                 f"{self.transform}({_label(self.fun)}): the output is {aval}; only float "
@@ -386,20 +376,26 @@ def _front_to_back(x, front: int):
     return F.transpose(x, perm)
 
 
+def _check_complex(label: str, what: str, aval, holomorphic: bool | None) -> None:
+    """JAX's rule for complex values: refused unless ``holomorphic=True``
+    (``holomorphic`` False), required with it (True), either (None)."""
+    if holomorphic is False and aval.dtype in dtypes.COMPLEX:
+        raise DifferentiationError(
+            f"{label}: {what} is {aval}; differentiating complex values this way needs "
+            f"holomorphic=True (JAX's convention), or take inp.real, inp.imag or inp.abs first")
+    if holomorphic and aval.dtype not in dtypes.COMPLEX:
+        raise DifferentiationError(
+            f"{label} with holomorphic=True: {what} is {aval}; holomorphic differentiation "
+            f"needs complex inputs and outputs (e.g. x.astype(inp.complex128))")
+
+
 def _require_float_leaves(transform: str, fun, leaves, what: str,
                           holomorphic: bool | None = None) -> None:
     """Float or complex leaves; with ``holomorphic`` False, no complex ones
     (JAX's rule: say ``holomorphic=True``), with True, complex ones only."""
     for i, x in enumerate(leaves):
         aval = aval_of_example(x)
-        if holomorphic is False and aval.dtype in dtypes.COMPLEX:
-            raise DifferentiationError(
-                f"{transform}({_label(fun)}): {what} {i} is {aval.strong()}; a Jacobian of "
-                f"complex values needs holomorphic=True (as JAX's), or take inp.real/inp.imag")
-        if holomorphic and aval.dtype not in dtypes.COMPLEX:
-            raise DifferentiationError(
-                f"{transform}({_label(fun)}, holomorphic=True): {what} {i} is "
-                f"{aval.strong()}; holomorphic differentiation needs complex values")
+        _check_complex(f"{transform}({_label(fun)})", f"{what} {i}", aval.strong(), holomorphic)
         if aval.dtype not in dtypes.INEXACT:
             raise DifferentiationError(
                 f"{transform}({_label(fun)}): {what} {i} is {aval.strong()}; only float "

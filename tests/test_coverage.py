@@ -12,6 +12,8 @@ from isokernel.backends.cpu.threads import NOT_IN_TILES, VIEW_OPS
 from isokernel.ir import Op
 from isokernel.ir.eval import NO_EVAL
 from isokernel.ir.ops import (
+    BINARY,
+    COMPLEX_OPS,
     CONTROL,
     ELEMENTWISE,
     LAYOUT,
@@ -23,6 +25,7 @@ from isokernel.ir.ops import (
     TABLE,
     TRANSCENDENTAL,
     TRANSFORM_ONLY,
+    UNARY,
 )
 from isokernel.transforms.jvp import NO_JVP, ZERO_TANGENT
 from isokernel.transforms.transpose import TRANSPOSABLE
@@ -51,6 +54,8 @@ TABLES = {
     ("isokernel.transforms.regions", "REGION_RULES"): ("exactly", REGION),
     ("isokernel.transforms.linearize", "PARTIAL_EVAL"): ("within", REGION),
     ("isokernel.record.portable", "LOWERINGS"): ("exactly", TRANSCENDENTAL),
+    ("isokernel.record.complex_parts", "UNARY"): ("within", COMPLEX_OPS & UNARY),
+    ("isokernel.record.complex_parts", "BINARY"): ("within", COMPLEX_OPS & BINARY),
     ("isokernel.codegen.c_expr", "C_EXPR"): ("exactly", ELEMENTWISE | TABLE | REDUCE),
     ("isokernel.codegen.c_expr", "MATH"): ("exactly", TRANSCENDENTAL | {Op.SQRT, Op.ROUND}),
     ("isokernel.codegen.c_expr", "REDUCE_IDENTITY"): ("exactly",

@@ -22,18 +22,18 @@ from isokernel.backends import get_strategy
 from isokernel.backends.cuda.capsules import PROVIDERS as EAGER_PROVIDERS
 from isokernel.backends.cuda.eager import CudaEagerExecutable
 from isokernel.backends.cuda.executor import CUPY
+from isokernel.backends.cuda.fused import fuse_pairs
 from isokernel.backends.cuda.megakernel import CudaMegakernelExecutable
 from isokernel.backends.cuda.namespace import DeviceNamespace
 from isokernel.backends.cuda.runtime import LaunchError, architecture, launch_shape
 from isokernel.backends.numerics import CUDA_ULP_BOUND as ULP_BOUND
 from isokernel.backends.parity import bit_identical, bit_identical_but_nan, max_ulp
-from isokernel.backends.strategies import same_graph
 from isokernel.ir import EVAL, Op
 from isokernel.ir.eval import EVAL_XP, NUMPY, ArrayNamespace
 from isokernel.ir.ops import CONTROL, LEAF, PROJECTION, TRANSCENDENTAL, TRANSFORM_ONLY
 from isokernel.models.tau_omega import synthetic_inputs, tau_omega
 from isokernel.transforms import prepare_for_execution
-from isokernel.transforms.fusion import fuse
+from isokernel.transforms.complex_pairs import pairs
 
 from .cuda_host import HostRuntime
 from .test_random_programs import make_inputs, programs, run_program
@@ -113,9 +113,9 @@ def test_the_device_namespace_gives_numpys_values_in_the_allocators_buffers():
 
 
 def test_only_cuda_fused_fuses_and_nothing_on_the_device_unfuses():
-    assert get_strategy("cuda-fused").prepare is fuse
-    assert get_strategy("cuda-eager").prepare is same_graph
-    assert get_strategy("cuda-megakernel").prepare is same_graph
+    assert get_strategy("cuda-fused").prepare is fuse_pairs
+    assert get_strategy("cuda-eager").prepare is pairs  # complex values as real parts
+    assert get_strategy("cuda-megakernel").prepare is pairs
     sources = [Path(cuda_pkg.__file__).parent.glob("*.py"), [Path(codegen.cuda.__file__)]]
     found = [p.name for group in sources for p in group if "unfuse" in p.read_text()]
     assert found == []

@@ -196,3 +196,35 @@ def test_every_program_module_compiles_with_nvrtc(name):
     _, mega, _ = executables(fn, *make())
     sources = [mega.module.source, cuda.cuda_module(mega.graph, contract=True).source]
     assert compile_everywhere(sources, compiler) == []
+
+
+def fresnel_like(eps_re, eps_im):
+    """Complex arithmetic (products, a quotient, a root, a modulus) from real
+    inputs to real outputs: the GPU strategies run it on the real parts."""
+    eps = ik.ops.complex(eps_re, eps_im)
+    s = inp.sqrt(eps - 0.41)
+    r = (eps * 0.77 - s) / (eps * 0.77 + s)
+    return inp.real(r) ** 2 + inp.imag(r) ** 2, inp.abs(inp.exp(eps * 0.01j))
+
+
+def test_complex_values_run_as_real_parts_on_the_gpu_strategies():
+    """Every complex op here has a pair form: the modules hold real kernels
+    only (NVRTC compiles them) and give native's bits (the same pair forms;
+    the emulated runtime's math is the host's libm, as native's)."""
+    rng = np.random.default_rng(5)
+    args = (rng.uniform(3.0, 30.0, 64), rng.uniform(0.1, 8.0, 64))
+    eager, mega, _ = executables(fresnel_like, *args)
+    assert not any(n.dtype.kind == "c" for n in mega.plan.graph.nodes)
+    want = ik.jit(fresnel_like, strategy="native")(*args)
+    for got in (eager(*args), mega(*args)):
+        for g, w in zip(got, want):
+            assert max_ulp(g, w) <= 4
+    refs = reference(fresnel_like, *args)
+    for g, w in zip(mega(*args), refs):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+    assert mega.module.kernels, "the pair forms run as kernels (NVRTC-compiled after the session)"
+
+
+def test_complex_ops_without_a_gpu_form_are_refused_at_planning():
+    with pytest.raises(ik.PlanningError, match="complex log has no CUDA form"):
+        executables(lambda z: inp.log(z), np.ones(4) + 1j)

@@ -255,7 +255,7 @@ def _run_member(node: Node) -> bool:
     """Whether ``node`` can join a run: an elementwise op of more than one
     element whose operands all have its shape, or a broadcast of a scalar,
     that the emitter can write."""
-    if node.several or math.prod(node.shape) < 2:
+    if node.several or math.prod(node.shape) < 2 or node.dtype in dtypes.COMPLEX:
         return False
     if node.op is Op.BROADCAST:
         return node.inputs[0].aval.ndim == 0

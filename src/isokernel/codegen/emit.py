@@ -387,7 +387,12 @@ def library_calls(text: str) -> frozenset[str]:
 # --- which nodes it emits -----------------------------------------------------------------
 
 def supports(node: Node, modes: tuple[str, ...]) -> bool:
-    """True when ``emit_body`` can emit ``node`` (read with ``modes``)."""
+    """True when ``emit_body`` can emit ``node`` (read with ``modes``): never
+    a complex value (the compiling strategies split those into real parts
+    first, ``transforms.complex_pairs``; what is left runs outside)."""
+    inner = (n for _, sub in subgraphs(node) for n in walk(sub.graph))
+    if any(a.dtype in dtypes.COMPLEX for n in (node, *node.inputs, *inner) for a in n.avals):
+        return False
     if node.op in CONTROL:
         return _supports_control(node)
     if node.op is Op.GET:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 
-from ..ir import SHAPE, Attrs, Graph, Node, Op, SubGraph, dtypes
+from ..ir import SHAPE, Attrs, Graph, Node, Op, SubGraph
 from ..ir.ops import CONTROL, ELEMENTWISE, LEAF, REDUCE, TABLE
 
 ROWS, WHOLE = "rows", "whole"
@@ -92,13 +92,9 @@ passes of a loop (``while_lin``, ``while_vjp``), which run whole."""
 
 
 def row_modes(node: Node, pixels: int) -> tuple[str, ...] | None:
-    """How a row-local ``node`` reads its operands, or None. Complex values
-    never enter a region (no tile or C form yet): their ops run whole."""
+    """How a row-local ``node`` reads its operands, or None."""
     rule = ROW_RULES.get(node.op)
     if rule is None:
-        return None
-    if any(a.dtype in dtypes.COMPLEX
-           for a in (*node.avals, *(a for x in node.inputs for a in x.avals))):
         return None
     if not node.several and (node.aval.ndim == 0 or node.shape[0] != pixels):
         return None

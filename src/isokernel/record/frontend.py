@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import DTypeError, Op, ShapeError, TracerError
 from ..ir import dtypes as _dt
 from ..ir.source import user_where
+from . import complex_parts as _complex_parts
 from . import portable as _portable
 from .tracer import Tracer, as_tracer, bind, current_builder
 
@@ -140,7 +141,10 @@ def _finish(value, all_weak: bool):
 
 def _apply(op: Op, *operands):
     """``bind(op, ...)``, or under portable numerics the op's shared
-    decomposition into basic operations (transcendentals only)."""
+    decomposition into basic operations (transcendentals, and the complex
+    ops whose result differs between implementations: ``complex_parts``)."""
+    if _complex_parts.lowers(op, *operands):
+        return _complex_parts.lower(op, *operands)
     if _portable.lowers(op, *operands):
         return _portable.lower(op, *operands)
     return bind(op, *operands)

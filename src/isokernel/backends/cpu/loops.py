@@ -291,6 +291,8 @@ def _node_step(node: Node, operands: list[Operand]) -> Step:
     if node.op is Op.SELECT:
         return select_step(operands)
     if node.op is Op.CAST:
+        if any(o.array.dtype in dtypes.COMPLEX for o in operands):
+            raise Ineligible("cast of complex values (no C cast step)")
         return cast_step(operands)
     kind = "layout op" if node.op in LAYOUT else "op"
     raise Ineligible(f"{node.op.value} ({kind} without a NumPy strided loop)")

@@ -52,6 +52,7 @@ from ...codegen.whole import iterations as whole_iterations
 from ...codegen.whole import unsupported as whole_unsupported
 from ...ir import Graph, Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE, TRANSCENDENTAL
+from ...transforms.complex_pairs import pairs
 from ..capsules import Capsule, NumericalPolicy, register
 from ..numerics import NATIVE_ULP_BOUND
 from ..planning import NodePlan, Profile
@@ -440,7 +441,9 @@ _register_capsules()
 CONTRACT = ("bit-identical to reference for IEEE basic ops; transcendentals ulp-bounded; "
             "a graph compiled as one C program folds reductions and contractions in a fixed "
             "sequential order (n*eps-bounded against reference), and factorizations and "
-            "triangular solves of order >= 17 are the vendor LAPACK's (n*eps-bounded)")
+            "triangular solves of order >= 17 are the vendor LAPACK's (n*eps-bounded); complex "
+            "ops with a pair form run on their real parts (record.complex_parts: exact but "
+            "for products, moduli, sqrt and exp, which are bounded)")
 
 SPEC = register_strategy(StrategySpec(
     name="native", device="cpu", contract=CONTRACT,
@@ -448,4 +451,4 @@ SPEC = register_strategy(StrategySpec(
                     frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
     memory=MemoryModel("fused", "fused", marshal=True, arena_when=compiles_whole),
     compiler=build_native, auto_priority=30,
-    options=frozenset({"workers", "fma", "reductions"}), planner=plan_native))
+    options=frozenset({"workers", "fma", "reductions"}), prepare=pairs, planner=plan_native))

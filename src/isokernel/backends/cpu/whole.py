@@ -58,6 +58,7 @@ from ...codegen.whole import (
 from ...ir import Op
 from ...ir.errors import BackendUnavailableError
 from ...ir.ops import REDUCE, TABLE, TRANSCENDENTAL
+from ...transforms.complex_pairs import pairs
 from ..capsules import Capsule, NumericalPolicy, lookup, register
 from ..executable import ExecutableBase
 from ..numerics import NATIVE_ULP_BOUND
@@ -266,4 +267,4 @@ SPEC = register_strategy(StrategySpec(
     profile=Profile("native-whole-cpu", "cpu", (PROVIDER,), frozenset({"checked"}),
                     probe=codegen.unavailable_reason),
     memory=MemoryModel("arena", "eager"),
-    compiler=WholeExecutable, auto_priority=None))
+    compiler=WholeExecutable, auto_priority=None, prepare=pairs))

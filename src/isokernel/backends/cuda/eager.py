@@ -13,6 +13,7 @@ portable numerics, which uses basic operations only.
 from __future__ import annotations
 
 from ...codegen import nvrtc
+from ...transforms.complex_pairs import pairs
 from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
 from .capsules import CUDA_TRUST, PROVIDERS
@@ -38,4 +39,4 @@ SPEC = register_strategy(StrategySpec(
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("eager", "eager"),
     compiler=CudaEagerExecutable, auto_priority=10,
-    options=frozenset({"device", "reductions"}), planner=plan_eager))
+    options=frozenset({"device", "reductions"}), prepare=pairs, planner=plan_eager))

@@ -259,8 +259,25 @@ def _svd(ex, node, a):
     return [u, s, vh]
 
 
+def _device_complex(ex, node, re, im):
+    out = ex.rt.empty(node.shape, node.dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+COMPLEX_ON_DEVICE = frozenset({Op.INPUT, Op.CONST, Op.REAL, Op.IMAG, Op.COMPLEX, Op.FFT, Op.GATHER,
+                               Op.GET}) \
+    | frozenset(EVAL_XP) - {Op.DOT_GENERAL} - CONTROL
+"""The ops a GPU strategy runs on complex values, after ``prepare`` has
+written every op with a pair form on real parts (``transforms.complex_pairs``):
+inputs and constants, the parts and the value made of them (CuPy), layout
+ops, gathers and cuFFT."""
+
 CUPY = {
     **{op: _elementwise for op in ELEMENTWISE},
+    Op.REAL: lambda ex, node, x: ex.rt.contiguous(ex.rt.xp.real(x)),
+    Op.IMAG: lambda ex, node, x: ex.rt.contiguous(ex.rt.xp.imag(x)),
+    Op.COMPLEX: _device_complex,
     **{op: _reduce for op in REDUCE},
     **{op: _by_meaning(op) for op in EVAL_XP},
     Op.LU: _lu,
@@ -342,8 +359,7 @@ def _device_sort(ex, *xs, axis, num_keys):
 
 
 def _device_fft(ex, x, *, kind, lengths):
-    """cuFFT through CuPy, NumPy's normalization (not reached while complex
-    values are refused on the GPU: ``refuse_unsupported``)."""
+    """cuFFT through CuPy, NumPy's normalization."""
     fn = {"fft": "fftn", "ifft": "ifftn", "rfft": "rfftn", "irfft": "irfftn"}[kind]
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     return getattr(ex.rt.xp.fft, fn)(x, s=lengths, axes=axes)
@@ -361,15 +377,19 @@ def refuse_unsupported(graph) -> None:
     for node in graph.nodes:
         if node.op is Op.SCATTER:
             _no_device_scatter(node)
-        if any(a.dtype in dtypes.COMPLEX for a in node.avals):
+        complex_ = any(a.dtype in dtypes.COMPLEX
+                       for a in (*node.avals, *(a for x in node.inputs for a in x.avals)))
+        if complex_ and node.op not in COMPLEX_ON_DEVICE:
             where = f" at {node.where}" if node.where else ""
-            raise PlanningError(f"{node.op.value}{where}: complex values have no CUDA kernels "
-                                f"yet. Nothing was run; use a CPU strategy (native) for this "
-                                f"graph")
+            raise PlanningError(f"{node.op.value}{where}: complex {node.op.value} has no CUDA "
+                                f"form (complex values run on the GPU as real parts where "
+                                f"their op has a pair form, isokernel.record.complex_parts; "
+                                f"complex FFTs run through cuFFT). Nothing was run; compute "
+                                f"it from inp.real and inp.imag, or use a CPU strategy")
         if node.op is Op.FUSED or node.op in CONTROL:
             for _, body in subgraphs(node):
                 refuse_unsupported(body.graph)
-        elif node.op in ELEMENTWISE and not _has_expression(node):
+        elif node.op in ELEMENTWISE and not complex_ and not _has_expression(node):
             where = f" at {node.where}" if node.where else ""
             raise PlanningError(NO_KERNEL.format(op=node.op.value, where=where,
                                                  dtype=dtypes.SHORT[node.inputs[0].dtype]))

@@ -16,6 +16,7 @@ counts both.
 from __future__ import annotations
 
 from ...codegen import nvrtc
+from ...transforms.complex_pairs import pairs
 from ...transforms.fusion import fuse
 from ..planning import NodePlan, Profile
 from ..strategies import MemoryModel, StrategySpec, register_strategy
@@ -45,10 +46,17 @@ def plan_fused(graph, profile: Profile, options: dict) -> NodePlan:
     return node_plan(graph, profile, fused_kernels=True)
 
 
+def fuse_pairs(graph):
+    """This strategy's graph: complex values as real parts
+    (``transforms.complex_pairs``), then the fused forms found."""
+    return fuse(pairs(graph))
+
+
 SPEC = register_strategy(StrategySpec(
     name="cuda-fused", device="cuda", contract=CONTRACT,
     profile=Profile("cuda-fused", "cuda", PROFILE_PROVIDERS, CUDA_TRUST,
                     probe=nvrtc.unavailable_reason),
     memory=MemoryModel("eager", "eager"),
     compiler=CudaFusedExecutable, auto_priority=20,
-    options=frozenset({"device", "reductions"}), prepare=fuse, planner=plan_fused))
+    options=frozenset({"device", "reductions"}), prepare=fuse_pairs,
+    planner=plan_fused))

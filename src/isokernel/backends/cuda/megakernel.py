@@ -28,6 +28,7 @@ from ...codegen import nvrtc
 from ...codegen.pixel import Partition, RowRegion
 from ...ir import Op
 from ...ir.ops import ELEMENTWISE, LAYOUT, REDUCE, TABLE
+from ...transforms.complex_pairs import pairs
 from ..capsules import Capsule, NumericalPolicy, register
 from ..executable import ExecutableBase
 from ..liveness import drop
@@ -226,4 +227,4 @@ SPEC = register_strategy(StrategySpec(
     memory=MemoryModel("fused", "fused"),
     compiler=CudaMegakernelExecutable, auto_priority=30,
     options=frozenset({"fma", "block_size", "device", "reductions"}),
-    planner=plan_regions))
+    prepare=pairs, planner=plan_regions))

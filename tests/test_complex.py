@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import isokernel as ik
 import isokernel.numpy as inp
@@ -236,3 +238,53 @@ def test_portable_numerics_record_complex_as_parts():
     np.testing.assert_allclose(runs[0], f(Z, 2 * Z), rtol=1e-14)
     with pytest.raises(ik.DTypeError, match="numerics='native'"):
         ik.jit(lambda z: inp.log(z), numerics="portable")(Z)
+
+
+_UNARY = {"neg": (lambda z: -z, np.negative), "conj": (inp.conj, np.conj),
+          "sqrt": (inp.sqrt, np.sqrt), "exp": (lambda z: inp.exp(z * 0.25),
+                                              lambda z: np.exp(z * 0.25)),
+          "abs": (lambda z: inp.abs(z) + 0j, lambda z: np.abs(z) + 0j)}
+_BINARY = {"+": (lambda a, b: a + b,) * 2, "-": (lambda a, b: a - b,) * 2,
+           "*": (lambda a, b: a * b,) * 2, "/": (lambda a, b: a / (b + 3.0),) * 2,
+           "where": (lambda a, b: inp.where(inp.real(a) > inp.imag(b), a, b),
+                     lambda a, b: np.where(np.real(a) > np.imag(b), a, b))}
+
+
+@st.composite
+def _programs(draw):
+    """A random expression of two complex inputs as (ours, NumPy's)."""
+    steps = draw(st.lists(st.tuples(st.sampled_from(sorted(_UNARY) + sorted(_BINARY)),
+                                    st.integers(0, 10), st.integers(0, 10)),
+                          min_size=1, max_size=6))
+
+    def build(table):
+        def program(a, b):
+            values = [a, b]
+            for name, i, j in steps:
+                x, y = values[i % len(values)], values[j % len(values)]
+                values.append(_UNARY[name][table](x) if name in _UNARY else
+                              _BINARY[name][table](x, y))
+            return values[-1]
+        return program
+    return build(0), build(1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(program=_programs(), seed=st.integers(0, 2**16))
+def test_random_complex_programs_on_every_cpu_strategy(program, seed):
+    """Hypothesis programs of complex ops: reference and threads give NumPy's
+    bits, native agrees within its contract's bounds (16 eps of the
+    result's scale after at most six ops), portable numerics the same bits
+    on every strategy."""
+    ours, numpys = program
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal(33) + 1j * rng.standard_normal(33) for _ in range(2))
+    with np.errstate(all="ignore"):
+        want = numpys(a, b)
+        for strategy in CPU:
+            got = ik.jit(ours, strategy=strategy)(a, b)
+            if np.all(np.isfinite(want)) and np.max(np.abs(want)) < 1e100:
+                agrees(strategy, got, want)
+        portable = [ik.jit(ours, strategy=s, numerics="portable")(a, b) for s in CPU]
+    for got in portable[1:]:
+        same(got, portable[0])

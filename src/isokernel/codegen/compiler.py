@@ -315,6 +315,15 @@ def cache_key(source: str, cc: Compiler, flags) -> str:
 
 
 _LOADED: dict[str, tuple[ctypes.CDLL, Built]] = {}
+_COMPILED = [0]
+
+
+def compile_count() -> int:
+    """How many shared objects this process compiled (not loaded from the
+    cache): what a polymorphic batch axis saves is counted here."""
+    return _COMPILED[0]
+
+
 # an object is loaded once per process: later builds of its key get the same library
 _BUILD_LOCK = threading.Lock()
 
@@ -345,6 +354,7 @@ def _cached_or_compiled(source: str, key: str, cc: Compiler, flags) -> tuple[byt
     if data is not None:
         return data, Built(key, path, flags, cc, True)
     data = _compile(source, key, cc, flags, directory)
+    _COMPILED[0] += 1
     cache.store(directory, key, ".so", data, (".c", source.encode()))
     return data, Built(key, path, flags, cc, False)
 

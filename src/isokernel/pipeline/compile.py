@@ -35,7 +35,8 @@ class Lowered:
     as the transforms left it, ``graph`` as the strategy runs it
     (``strategy.prepare(recorded)``)."""
 
-    def __init__(self, jitted, recorded, key, out_tree, strategy, device: Device):
+    def __init__(self, jitted, recorded, key, out_tree, strategy, device: Device,
+                 polymorphic: bool = False):
         self.jitted = jitted
         self.recorded = recorded
         self.graph = strategy.prepare(recorded)
@@ -50,6 +51,9 @@ class Lowered:
         self.options = _strategy_options(strategy, jitted.options, self.reductions)
         if "device" in strategy.options:  # the device the request named
             self.options["device"] = device.index or 0
+        self.polymorphic = polymorphic
+        if polymorphic and "polymorphic" in strategy.options:
+            self.options["polymorphic"] = True
 
     def compile(self) -> Compiled:
         refuse_hardware_modes(self.graph, self.strategy.device)

@@ -23,12 +23,14 @@ from ..backends.devices import Device, device_of, parse_device, require
 from ..backends.strategies import choose, get_strategy
 from ..ir import DTypeError, dtypes
 from ..ir.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
-from ..record import current_builder, portable, trace_flat
+from ..record import ShapeDtype, current_builder, portable, trace_flat
 from ..transforms import prepare_for_execution
 from ..transforms.api import copy_identity
 from .compile import Compiled, Lowered, on_device
 
 RETRACE_WARN_AFTER = 3
+NOMINAL_ROWS = 1024
+"""The batch size a polymorphic ``ShapeDtype`` (axis 0 None) records at."""
 
 
 class RetraceWarning(UserWarning):
@@ -37,7 +39,8 @@ class RetraceWarning(UserWarning):
 
 def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
         static_argnums=(), block=None, numerics: str | None = None,
-        deterministic_reductions: bool | None = None, **options):
+        deterministic_reductions: bool | None = None, polymorphic: bool | None = None,
+        **options):
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: ``auto`` or the name of a registered strategy (``isokernel
@@ -56,23 +59,36 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
     reductions over the pixel axis combine partial results in a fixed tree
     of fixed blocks (``backends.reductions``), the same bits for every worker
     count and device; by default ``ISOKERNEL_DETERMINISTIC_REDUCTIONS``,
-    else off (the reference's NumPy order, run whole). Other keyword options
-    go to the strategy (``workers=``, ``fma=``, ``tile_rows=``).
+    else off (the reference's NumPy order, run whole). ``polymorphic``: the
+    batch (pixel) axis, axis 0, is a run-time size of the compiled code, so a
+    new batch size records again (milliseconds) but compiles no new C where
+    the graph is row-local (``native`` then runs its row-region kernels,
+    which take the row range at run time; the report's ``program`` line says
+    so, or why not); None (the default) turns it on for a signature the
+    second time only axis 0 of the arguments changes, True from the first
+    call, False never. Other keyword options go to the strategy
+    (``workers=``, ``fma=``, ``tile_rows=``).
     """
     if fun is None:
         return functools.partial(jit, strategy=strategy, device=device,
                                  static_argnames=static_argnames,
                                  static_argnums=static_argnums, block=block,
                                  numerics=numerics,
-                                 deterministic_reductions=deterministic_reductions, **options)
+                                 deterministic_reductions=deterministic_reductions,
+                                 polymorphic=polymorphic, **options)
     return Jitted(fun, strategy, device, static_argnames, static_argnums, options, block,
-                  numerics, deterministic_reductions)
+                  numerics, deterministic_reductions, polymorphic)
 
 
 class Jitted:
     def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
-                 block=None, numerics=None, deterministic_reductions=None):
+                 block=None, numerics=None, deterministic_reductions=None, polymorphic=None):
         check_block(block)
+        if polymorphic not in (None, True, False):
+            raise ValueError(f"polymorphic must be None (automatic), True or False, got "
+                             f"{polymorphic!r}")
+        self.polymorphic = polymorphic
+        self._families: dict = {}  # CallKey.family() -> the keys compiled in it
         self.block = block
         reductions.resolve(deterministic_reductions)  # checks the value now
         self.deterministic_reductions = deterministic_reductions
@@ -140,15 +156,38 @@ class Jitted:
             if compiled is None:
                 compiled = self._lower(key, names, dynamic, statics).compile()
                 self._cache[key] = compiled
+                self._note_batch_compile(compiled)
             return compiled
+
+    def _note_batch_compile(self, compiled) -> None:
+        """A polymorphic batch size that still compiled its own code: say why
+        (the report's ``program`` line says it too)."""
+        obstacle = getattr(compiled.executable, "batch_obstacle", None)
+        key = compiled.lowered.key
+        if compiled.lowered.polymorphic and obstacle and len(self._families[key.family()]) > 1:
+            warnings.warn(f"jit({self.__name__}): a new batch size compiled its own C code: "
+                          f"{obstacle}. Only graphs whose every batch-axis value is computed "
+                          f"row by row share compiled code across batch sizes",
+                          RetraceWarning, stacklevel=4)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Record for these arguments without compiling; ``.graph`` is the
-        recording, ``.compile()`` the next step."""
+        recording, ``.compile()`` the next step. A ``ShapeDtype`` whose axis
+        0 is None stands for any batch size: the call records at
+        ``NOMINAL_ROWS`` rows with the batch axis polymorphic, so compiling
+        it builds the kernels every batch size then runs."""
         names, dynamic, statics = self.split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
+        nominal = any(isinstance(x, ShapeDtype) and x.polymorphic for x in leaves)
+        if nominal:
+            if self.polymorphic is False:
+                raise ValueError(f"jit({self.__name__}).lower: a ShapeDtype with a None batch "
+                                 f"axis needs a polymorphic batch axis; this jit has "
+                                 f"polymorphic=False (give the size, or drop polymorphic=)")
+            leaves = [x.sized(NOMINAL_ROWS) if isinstance(x, ShapeDtype) else x for x in leaves]
+            dynamic = tree_unflatten(treedef, leaves)
         key = self.key(names, treedef, leaves, statics)
-        return self._lower(key, names, dynamic, statics)
+        return self._lower(key, names, dynamic, statics, polymorphic=nominal or None)
 
     def numerics_mode(self) -> str:
         """The numerics a call made now records with: this jit's own, else
@@ -179,9 +218,20 @@ class Jitted:
                 f"NaN, or pass {name}.data and the mask separately and combine them with "
                 f"inp.where")
 
-    def _lower(self, key, names, dynamic, statics) -> Lowered:
+    def is_polymorphic(self, key) -> bool:
+        """Whether ``key`` compiles with a polymorphic batch axis: this jit's
+        choice, else (automatic) whether another key of its family (the same
+        but for axis 0 of the arguments) was compiled before."""
+        if self.polymorphic is not None:
+            return self.polymorphic
+        seen = self._families.get(key.family(), ())
+        return any(k != key for k in seen)
+
+    def _lower(self, key, names, dynamic, statics, polymorphic=None) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
-        self._note_trace(key, arg_names)
+        polymorphic = self.is_polymorphic(key) if polymorphic is None else polymorphic
+        self._note_trace(key, arg_names, polymorphic)
+        self._families.setdefault(key.family(), set()).add(key)
         leaves, _ = tree_flatten(dynamic)
         device = self.device or _request_device(self.strategy, leaves)
         strategy = choose(self.strategy, device)
@@ -191,7 +241,8 @@ class Jitted:
         if captures:
             raise TypeError(f"jit({self.__name__}) closed over a value traced elsewhere; pass "
                             f"it as an argument")
-        return Lowered(self, prepare_for_execution(graph), key, out_tree, strategy, device)
+        return Lowered(self, prepare_for_execution(graph), key, out_tree, strategy, device,
+                       polymorphic)
 
     def split(self, args, kwargs):
         """(dynamic parameter names, dynamic values, static items)."""
@@ -220,11 +271,13 @@ class Jitted:
             return self.fun(*bound.args, **bound.kwargs)
         return call
 
-    def _note_trace(self, key, leaf_names) -> None:
+    def _note_trace(self, key, leaf_names, polymorphic: bool) -> None:
         previous, self._last_key = self._last_key, key
         if previous is None:
             return
         self.retraces += 1
+        if polymorphic and previous.family() == key.family():
+            return  # a new batch size: recorded again, its compiled kernels shared
         if self.retraces >= RETRACE_WARN_AFTER:
             change = key.changed_from(previous, leaf_names)
             warnings.warn(f"jit({self.__name__}) recorded again ({self.retraces} retraces): "
@@ -339,6 +392,14 @@ class CallKey:
     statics: tuple
     reductions: str
     numerics: str
+
+    def family(self) -> CallKey:
+        """This key with axis 0 of every array argument erased: the keys of
+        one family differ only in batch sizes."""
+        leaves = tuple(((None, *leaf[0][1:]), *leaf[1:]) if len(leaf) > 1 and leaf[0] else leaf
+                       for leaf in self.leaves)
+        return CallKey(self.names, self.tree, leaves, self.statics, self.reductions,
+                       self.numerics)
 
     def changed_from(self, old: CallKey, leaf_names) -> str:
         """What differs from ``old``, in the user's words (the first difference)."""

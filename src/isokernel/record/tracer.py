@@ -26,6 +26,7 @@ from ..ir import (
     Literal,
     Node,
     Op,
+    ShapeError,
     TracerError,
     dtypes,
 )
@@ -221,13 +222,29 @@ def as_tracer(x, builder: Builder) -> Tracer:
 
 
 class ShapeDtype:
-    """An example argument by shape and dtype alone (no data needed)."""
+    """An example argument by shape and dtype alone (no data needed). Axis 0
+    may be None: any batch size, which ``jit(...).lower`` accepts (it records
+    at a nominal size with the batch axis polymorphic); a recording needs
+    the size (``sized``)."""
 
     __slots__ = ("shape", "dtype")
 
     def __init__(self, shape, dtype):
-        self.shape = tuple(int(d) for d in shape)
+        shape = tuple(shape)
+        if any(d is None for d in shape[1:]):
+            raise ShapeError(f"ShapeDtype{shape}: only axis 0, the batch axis, may be None "
+                             f"(any size); give the other axes' sizes")
+        self.shape = tuple(None if d is None else int(d) for d in shape)
         self.dtype = dtypes.canonical(dtype)
+
+    @property
+    def polymorphic(self) -> bool:
+        """Whether axis 0 is None (any batch size)."""
+        return bool(self.shape) and self.shape[0] is None
+
+    def sized(self, rows: int) -> ShapeDtype:
+        """This example with ``rows`` on a None axis 0."""
+        return ShapeDtype((rows, *self.shape[1:]), self.dtype) if self.polymorphic else self
 
     def __repr__(self) -> str:
         return f"ShapeDtype({self.shape}, {self.dtype.name})"
@@ -240,6 +257,11 @@ def aval_of_example(x) -> Aval:
         return Aval((), dtypes.python_scalar_dtype(x), weak=True)
     if isinstance(x, Tracer):
         return x.aval.strong() if not x.weak else x.aval
+    if isinstance(x, ShapeDtype) and x.polymorphic:
+        raise ShapeError(f"{x}: a None batch axis (any size) is accepted by "
+                         f"jit(f).lower(...), which records at a nominal size and compiles "
+                         f"kernels for every batch size; here give the size, e.g. "
+                         f"ShapeDtype({(1024, *x.shape[1:])}, {x.dtype.name})")
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return Aval(tuple(int(d) for d in x.shape), dtypes.canonical(x.dtype))
     array = np.asarray(x)

@@ -116,6 +116,9 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
     regions = [s for s in part.stages if isinstance(s, RowRegion)]
     if regions and len(part.stages) == 1:
         return "the graph is one row region: its kernel runs over the pixel rows"
+    if options.get("polymorphic") and batch_obstacle(part) is None:
+        return (f"polymorphic batch axis: the row-region kernels take the row range at run "
+                f"time, so every batch size runs the same compiled C ({part.pixels} rows now)")
     if part.pixels > INLINE_ROWS:
         pooled = [n for r in regions for n in r.nodes] + [
             n for n in graph.nodes if n.op is Op.DOT_GENERAL and is_sliceable(n, part.pixels)]
@@ -145,6 +148,25 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
     return None
 
 
+def batch_obstacle(part: Partition) -> str | None:
+    """Why the compiled code of ``part`` depends on the batch size, or None:
+    every value with the pixel axis is computed in a row region (whose
+    kernels take the row range at run time), nothing whole reads or makes
+    one."""
+    if part.pixels < 2:
+        return "the graph has no batch axis (no input longer than 1 along axis 0)"
+    for stage in part.stages:
+        if isinstance(stage, RowRegion):
+            continue
+        for node in stage.nodes:
+            avals = (*node.avals, *(a for x in node.inputs for a in x.avals))
+            if node.op not in (Op.INPUT, Op.CONST) and any(
+                    a.ndim and a.shape[0] == part.pixels for a in avals):
+                where = f" at {node.where}" if node.where else ""
+                return f"{node.op.value}{where}: {_whole_reason(node, part.pixels)}"
+    return None
+
+
 def compiles_whole(graph: Graph) -> bool:
     """Whether ``native`` at its default options compiles ``graph`` as one C
     program."""
@@ -165,15 +187,27 @@ def plan_native(graph: Graph, profile: Profile, options: dict) -> NodePlan:
 
 
 def build_native(plan: NodePlan, workers: int | None = None, fma: bool = False,
-                 reductions: str = "reference"):
+                 reductions: str = "reference", polymorphic: bool = False):
     """The executable of ``plan_native``'s plan: one C program, or the
-    staged run of row regions and whole ops."""
+    staged run of row regions and whole ops. ``polymorphic``: the batch
+    axis's size is a run-time one (``whole_reason``); the executable says in
+    ``batch_obstacle`` why its compiled code is not shared across batch
+    sizes, if it is not."""
     if isinstance(plan, StagedPlan):
-        return NativeExecutable(plan, workers, fma, reductions)
-    return WholeExecutable(plan, workers)
+        executable = NativeExecutable(plan, workers, fma, reductions)
+        executable.polymorphic = polymorphic
+        executable.batch_obstacle = batch_obstacle(plan.partition) if polymorphic else None
+    else:
+        executable = WholeExecutable(plan, workers)
+        part = partition(plan.graph, accept=_supports) if polymorphic else None
+        executable.batch_obstacle = (batch_obstacle(part) or "compiled as one C program") \
+            if part is not None and part.pixels >= 2 else None  # no batch axis: nothing to share
+    return executable
 
 
 class NativeExecutable(StagedExecutable):
+    polymorphic = False  # the batch axis is a run-time size (``build_native``)
+    batch_obstacle: str | None = None
     def __init__(self, plan: StagedPlan, workers: int | None = None, fma: bool = False,
                  reductions: str = "reference"):
         count, self.workers_source = resolve_workers(workers)
@@ -266,8 +300,9 @@ class NativeExecutable(StagedExecutable):
             f"{self.built.path.name} ({'cache hit' if self.built.cached else 'compiled'})")
         mathlib = ("glibc libmvec vector variants (simd declarations)" if cc.vector_math
                    else "scalar libm")
-        why = whole_reason(self.graph, self.partition, {"fma": self.fma,
-                                                         "reductions": self.reductions})
+        why = whole_reason(self.graph, self.partition, {
+            "fma": self.fma, "reductions": self.reductions,
+            "polymorphic": self.polymorphic})
         lines = [("workers", f"{self.workers} ({self.workers_source})"),
                  ("program", f"staged: row regions and whole ops (not one C program: {why})"),
                  ("pixels", self.partition.describe()),
@@ -451,4 +486,5 @@ SPEC = register_strategy(StrategySpec(
                     frozenset({"checked", "reference"}), probe=codegen.unavailable_reason),
     memory=MemoryModel("fused", "fused", marshal=True, arena_when=compiles_whole),
     compiler=build_native, auto_priority=30,
-    options=frozenset({"workers", "fma", "reductions"}), prepare=pairs, planner=plan_native))
+    options=frozenset({"workers", "fma", "reductions", "polymorphic"}), prepare=pairs,
+    planner=plan_native))

@@ -1,0 +1,97 @@
+"""A polymorphic batch axis: new batch sizes record again but share the
+compiled C of a row-local graph (``jit(polymorphic=)``, the automatic rule,
+``ShapeDtype`` with a None axis 0), with the reference's bits; graphs that
+reduce over the batch say why they compile per size."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import isokernel as ik
+import isokernel.numpy as inp
+from isokernel import codegen
+from isokernel.codegen import compiler
+
+pytestmark = pytest.mark.skipif(codegen.unavailable_reason() is not None,
+                                reason=f"host C compiler: {codegen.unavailable_reason()}")
+
+W = np.array([0.75, -0.125, 3.0])
+SIZES = list(range(700, 20700, 1000))  # 20 batch sizes
+
+
+def model(x, w):
+    """Row-local (w's slices are whole, tiny): basic operations only, so
+    every strategy owes the reference's bits."""
+    h = x * w[0] + w[1]
+    return h * h / (1.0 + inp.abs(h)) - x * w[2]
+
+
+def loss(x, w):
+    return inp.sum(model(x, w))
+
+
+def _kernel(jitted, x):
+    return jitted.lower(x, W).compile().executable
+
+
+def _calls(jitted, fn):
+    keys = []
+    for n in SIZES:
+        x = np.linspace(-2.0, 2.0, n)
+        got = jitted(x, W)
+        want = ik.jit(fn, strategy="reference")(x, W)
+        assert got.tobytes() == want.tobytes()
+        compiled = jitted._cache[next(k for k in reversed(list(jitted._cache))
+                                      if k.leaves[0][0] == (n,))]
+        keys.append(getattr(compiled.executable, "built", None))
+    return keys
+
+
+def test_twenty_batch_sizes_share_one_compiled_kernel():
+    jitted = ik.jit(model, strategy="native", polymorphic=True)
+    before = compiler.compile_count()
+    built = _calls(jitted, model)
+    assert len({b.key for b in built}) == 1
+    assert compiler.compile_count() - before <= 1  # 0 when an earlier test built it
+    report = str(jitted.lower(np.ones(900), W).compile().report())
+    assert "polymorphic batch axis" in report
+
+
+def test_the_default_turns_it_on_at_the_second_batch_size():
+    jitted = ik.jit(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no retrace warning for batch sizes
+        built = _calls(jitted, model)
+    assert built[0] is None or built[0].key != built[1].key  # the first: one C program
+    assert len({b.key for b in built[1:]}) == 1
+
+
+def test_a_reduction_over_the_batch_compiles_per_size_and_says_why():
+    jitted = ik.jit(loss, polymorphic=True)
+    x = np.linspace(0.0, 1.0, 300)
+    jitted(x, W)
+    with pytest.warns(ik.RetraceWarning, match="reduce_sum at .*test_polymorphic.py.*row by row"):
+        jitted(np.linspace(0.0, 1.0, 400), W)
+    np.testing.assert_allclose(jitted(x, W), np.sum(ik.jit(model, strategy="reference")(x, W)),
+                               rtol=1e-12)
+
+
+def test_a_shape_dtype_with_a_none_batch_axis():
+    jitted = ik.jit(model)
+    lowered = jitted.lower(ik.ShapeDtype((None,), np.float64), ik.ShapeDtype((3,), np.float64))
+    assert lowered.graph.inputs[0].aval.shape == (1024,) and lowered.polymorphic
+    ahead = lowered.compile().executable.built.key
+    x = np.linspace(-1.0, 1.0, 5000)
+    jitted(x, W)
+    assert _kernel(jitted, x).built.key == ahead  # the kernel compiled ahead runs every size
+    with pytest.raises(ik.ShapeError, match="only axis 0"):
+        ik.ShapeDtype((3, None), np.float64)
+    with pytest.raises(ik.ShapeError, match=r"jit\(f\).lower"):
+        ik.trace(model, ik.ShapeDtype((None,), np.float64), W)
+    with pytest.raises(ValueError, match="polymorphic=False"):
+        ik.jit(model, polymorphic=False).lower(ik.ShapeDtype((None,), np.float64), W)
+    with pytest.raises(ValueError, match="polymorphic must be"):
+        ik.jit(model, polymorphic="yes")

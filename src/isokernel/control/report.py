@@ -22,6 +22,17 @@ def _while_vjp(node) -> str:
             f"carry)")
 
 
+def _segments(node) -> int | None:
+    """The steps per segment of a checkpointed scan (``scan``'s
+    ``checkpoint_every``: a scan whose body is a checkpoint of a scan), or
+    None."""
+    inner = [n for n in node.attrs["body"].graph.nodes if n.op is Op.CHECKPOINT]
+    if len(inner) != 1:
+        return None
+    loops = [n for n in inner[0].attrs["body"].graph.nodes if n.op is Op.SCAN]
+    return loops[0].attrs["length"] if len(loops) == 1 else None
+
+
 def report_lines(graph: Graph) -> list[tuple[str, str]]:
     """``("control", text)`` per control-flow node of the graph and its
     bodies, in tape order; nothing when there is none."""
@@ -29,6 +40,12 @@ def report_lines(graph: Graph) -> list[tuple[str, str]]:
     for node in walk(graph):
         if node.op is Op.WHILE_VJP:
             text = _while_vjp(node)
+        elif node.op is Op.SCAN and _segments(node):
+            k, s = _segments(node), node.attrs["length"]
+            text = (f"scan checkpointed: {s} segments of {k} steps, reverse mode keeps the "
+                    f"carry per segment and recomputes one segment at a time, memory "
+                    f"O(T/{k} + {k}) x residuals (checkpoint_every; by default every sqrt(T) "
+                    f"steps above 512 MiB of carries)")
         elif node.op in _TEXT:
             text = _TEXT[node.op].format(length=node.attrs.get("length"))
         else:

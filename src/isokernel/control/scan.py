@@ -17,11 +17,20 @@ that also stacks each step's residuals (a residual that is a capture or a
 step of ``xs`` is read from there instead of stacked), and a linear scan
 over them; the linear scan transposes to a scan run the other way whose
 carry is the carry's cotangent plus the captures' accumulated cotangents.
-Memory: the stacked residuals, O(T * residuals); wrap the body in
-``checkpoint`` to keep only the carries.
+Memory: the stacked residuals, O(T * residuals). ``checkpoint_every=K``
+records the loop as an outer scan over segments of K steps, each segment a
+``checkpoint`` of the inner scan: reverse mode then keeps the carry once per
+segment and recomputes one segment's residuals at a time, memory
+O((T/K + K) * residuals), about one more forward pass of time. The same
+operations in the same order: the values and gradients are the unchecked
+loop's bits. By default (``checkpoint_every=None``) a loop whose carries
+alone would fill more than ``CHECKPOINT_BYTES`` over its steps is
+checkpointed every ceil(sqrt(T)) steps; ``checkpoint_every=False`` never.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -52,16 +61,26 @@ from .common import (
     trace_body,
     with_inputs,
 )
+from .checkpoint import checkpoint
 from .while_loop import while_loop
+
+CHECKPOINT_BYTES = 512 << 20
+"""The default checkpoints a scan whose steps × carry bytes exceed this."""
+CHECKPOINT_MIN_STEPS = 16
 
 NOT_A_PAIR = "the body must return a pair (carry, y); return y=None when nothing is stacked"
 CARRY_CHANGED = ("return (carry, y) with the carry of the same structure, shapes and dtypes as "
                  "init (cast with astype where the body changes a dtype)")
 
 
-def scan(f, init, xs=None, length=None, reverse: bool = False):
+def scan(f, init, xs=None, length=None, reverse: bool = False, *,
+         checkpoint_every: int | bool | None = None):
     """JAX's ``scan``: ``carry, y = f(carry, x)`` over axis 0 of ``xs``;
-    returns the final carry and the ``y`` of every step, stacked."""
+    returns the final carry and the ``y`` of every step, stacked.
+    ``checkpoint_every``: reverse mode keeps the carry every that many steps
+    and recomputes in between (the module docstring); None: every
+    ceil(sqrt(T)) steps when the carries of all steps would exceed
+    ``CHECKPOINT_BYTES``, else every step's residuals; False: never."""
     where = user_where()
     carry_leaves, carry_tree = tree_flatten(init)
     x_leaves, x_tree = tree_flatten(xs)
@@ -69,7 +88,11 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
     steps = _length(x_leaves, length, where)
     if current_builder() is None and not any(isinstance(x, Tracer)
                                              for x in carry_leaves + x_leaves):
+        _checkpoint_policy(checkpoint_every, steps, carry_leaves, where)  # checks the value
         return _eager(f, init, xs, x_leaves, x_tree, steps, reverse, where)
+    every = _checkpoint_policy(checkpoint_every, steps, carry_leaves, where)
+    if every:
+        return _checkpointed(f, init, xs, steps, every, reverse)
     n = len(carry_leaves)
     trees: list = []
     x_examples = [ShapeDtype(x.shape[1:], x.dtype) for x in x_leaves]
@@ -90,6 +113,60 @@ def scan(f, init, xs=None, length=None, reverse: bool = False):
                 body=SubGraph(body), n_carry=n, n_xs=len(x_leaves), length=steps,
                 reverse=bool(reverse), jvp_of=None)
     return tree_unflatten(carry_tree, list(outs[:n])), tree_unflatten(trees[1], list(outs[n:]))
+
+
+def _checkpoint_policy(every, steps: int, carry_leaves, where: str) -> int:
+    """The segment length of a checkpointed scan, or 0 for none."""
+    if every is False:
+        return 0
+    if every is None:
+        carry = sum(int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize
+                    if hasattr(x, "dtype") else 8 for x in carry_leaves)
+        if steps < CHECKPOINT_MIN_STEPS or steps * carry <= CHECKPOINT_BYTES:
+            return 0
+        return math.isqrt(steps - 1) + 1
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"scan at {where}: checkpoint_every={every!r}; give a positive number "
+                         f"of steps, None (every sqrt(T) steps above {CHECKPOINT_BYTES >> 20} "
+                         f"MiB of carries) or False (keep every step's residuals)")
+    return int(every) if every < steps else 0
+
+
+def _checkpointed(f, init, xs, steps: int, every: int, reverse: bool):
+    """The scan as segments of ``every`` steps, each a ``checkpoint`` of the
+    inner scan (the steps past the last whole segment as one more scan),
+    in the order the steps run: the same operations, the same bits."""
+    segments, rest = divmod(steps, every)
+    cut = segments * every
+    x_leaves, x_tree = tree_flatten(xs)
+    head = tree_unflatten(x_tree, [F.reshape(x[:cut], (segments, every, *x.shape[1:]))
+                                   for x in x_leaves])
+    tail = tree_unflatten(x_tree, [x[cut:] for x in x_leaves])
+
+    @checkpoint
+    def segment(carry, seg_xs):
+        return scan(f, carry, seg_xs, length=every, reverse=reverse, checkpoint_every=False)
+
+    def run_head(carry):
+        carry, ys = scan(segment, carry, head, length=segments, reverse=reverse,
+                         checkpoint_every=False)
+        y_leaves, y_tree = tree_flatten(ys)
+        return carry, y_leaves, y_tree
+
+    def run_tail(carry):
+        carry, ys = scan(f, carry, tail, length=rest, reverse=reverse, checkpoint_every=False)
+        return carry, tree_flatten(ys)[0]
+
+    if reverse:
+        carry, tail_ys = run_tail(init) if rest else (init, None)
+        carry, head_ys, y_tree = run_head(carry)
+    else:
+        carry, head_ys, y_tree = run_head(init)
+        carry, tail_ys = run_tail(carry) if rest else (carry, None)
+    ys = [F.reshape(y, (cut, *y.shape[2:])) for y in head_ys]
+    if tail_ys is not None:
+        ys = [F.concatenate([y, t]) for y, t in zip(ys, tail_ys)]
+    return carry, tree_unflatten(y_tree, ys)
 
 
 def _length(x_leaves, length, where: str) -> int:
@@ -145,23 +222,28 @@ def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool, where: str)
     return carry, tree_unflatten(tree_flatten(ys[0])[1], stacked)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, checkpoint_every: int | bool | None = None):
     """JAX's ``fori_loop``: ``val = body_fun(i, val)`` for ``i`` in
     ``[lower, upper)``. Bounds known now make a ``scan`` (reverse mode
-    stacks residuals); traced bounds a ``while_loop``."""
+    stacks residuals, or checkpoints: ``scan``'s ``checkpoint_every``);
+    traced bounds a ``while_loop`` (which keeps the carry every
+    ``checkpoint_every`` steps, by default every sqrt(T))."""
     if isinstance(lower, Tracer) or isinstance(upper, Tracer):
         def test(state):
             return state[0] < upper
 
         def step(state):
             return state[0] + 1, body_fun(state[0], state[1])
-        return while_loop(test, step, (F.astype(lower, np.int64), init_val))[1]
+        every = checkpoint_every if checkpoint_every else None
+        return while_loop(test, step, (F.astype(lower, np.int64), init_val),
+                          checkpoint_every=every)[1]
     lower, upper = int(lower), int(upper)
 
     def count(state, _):
         i, val = state
         return (i + 1, body_fun(i, val)), None
-    return scan(count, (np.int64(lower), init_val), length=max(upper - lower, 0))[0][1]
+    return scan(count, (np.int64(lower), init_val), length=max(upper - lower, 0),
+                checkpoint_every=checkpoint_every)[0][1]
 
 
 # --- the rules ----------------------------------------------------------------------------

@@ -315,3 +315,27 @@ def test_local_starts_and_closes_its_own_cluster():
     assert cluster.status.name == "closed"
     with pytest.raises(RuntimeError, match="was closed"):
         vg(*problem(np.float32))
+
+
+def test_a_dask_workers_pool_takes_its_nthreads(monkeypatch):
+    """Inside a Dask worker the native and threads pools size themselves to
+    the worker's nthreads, not to the whole machine (several workers of one
+    machine would otherwise each take every core)."""
+    import sys
+    import types
+
+    from isokernel.backends.cpu.pool import resolve_workers
+    from isokernel.backends.platform import cpu_budget
+
+    fake = types.SimpleNamespace(get_worker=lambda: types.SimpleNamespace(
+        state=types.SimpleNamespace(nthreads=1)))
+    monkeypatch.setitem(sys.modules, "distributed", fake)
+    count, source = resolve_workers(None)
+    assert count == 1
+    assert source.startswith("Dask worker nthreads=1") or cpu_budget().value == 1
+    assert resolve_workers(3) == (3, "workers= option")
+
+    def outside():
+        raise ValueError("No worker found")
+    monkeypatch.setitem(sys.modules, "distributed", types.SimpleNamespace(get_worker=outside))
+    assert "Dask" not in resolve_workers(None)[1]

@@ -17,6 +17,7 @@ import _signal
 import contextvars
 import ctypes
 import signal
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,13 +30,33 @@ from ..platform import cpu_budget
 def resolve_workers(workers: int | None) -> tuple[int, str]:
     """The worker count and where it came from: ``workers=`` wins, else the
     CPU budget (``platform.cpu_budget``: the scheduler affinity ∩ the cgroup
-    quota)."""
+    quota), capped inside a Dask worker by that worker's ``nthreads`` (so
+    the workers of one machine do not each take every core)."""
     if workers is not None:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ValueError(f"workers={workers!r}: give a positive integer, e.g. workers=2")
         return workers, "workers= option"
     budget = cpu_budget()
+    threads = dask_worker_threads()
+    if threads is not None and threads < budget.value:
+        return threads, (f"Dask worker nthreads={threads} (below {budget.value} from "
+                         f"{budget.source})")
     return max(1, budget.value), budget.source
+
+
+def dask_worker_threads() -> int | None:
+    """The ``nthreads`` of the Dask worker this code runs in, or None
+    outside one (never imports Dask: a worker has it loaded already)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        worker = distributed.get_worker()
+    except (ValueError, AttributeError):
+        return None
+    state = getattr(worker, "state", worker)
+    threads = getattr(state, "nthreads", None)
+    return threads if isinstance(threads, int) and threads >= 1 else None
 
 
 class _WorkerMark(threading.local):

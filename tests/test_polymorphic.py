@@ -95,3 +95,15 @@ def test_a_shape_dtype_with_a_none_batch_axis():
         ik.jit(model, polymorphic=False).lower(ik.ShapeDtype((None,), np.float64), W)
     with pytest.raises(ValueError, match="polymorphic must be"):
         ik.jit(model, polymorphic="yes")
+
+
+def test_the_megakernel_module_of_a_row_local_graph_has_no_batch_size_in_it():
+    """cuda-megakernel's region kernels take the row count at launch: the
+    module's source (the key of the NVRTC cache) is the same for every batch
+    size, so one compile serves them all."""
+    from isokernel.codegen import cuda
+    from isokernel.transforms import prepare_for_execution
+
+    sources = {cuda.cuda_module(prepare_for_execution(ik.trace(model, np.ones(n), W))).source
+               for n in (700, 1700, 20000)}
+    assert len(sources) == 1

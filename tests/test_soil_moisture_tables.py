@@ -56,8 +56,8 @@ def test_forward_table_values_are_the_direct_model_at_the_nodes(bins):
     eps_re, eps_im = T.mironov_table_values(bins, nodes=64)
     mvt, _ = T.kinks(bins)
     mv = mvt[:, None] + (eps_re.x0 + eps_re.dx * np.arange(64))
-    want_re, want_im = mironov(mv, bins[:, None] + np.zeros_like(mv))
-    assert bit_identical(eps_re.values, want_re) and bit_identical(eps_im.values, want_im)
+    want = mironov(mv, bins[:, None] + np.zeros_like(mv))
+    assert bit_identical(eps_re.values, want.real) and bit_identical(eps_im.values, want.imag)
 
 
 def test_host_lookup_is_the_table_extensions_reference_lookup(bins):

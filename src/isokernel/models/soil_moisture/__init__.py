@@ -3,12 +3,12 @@ synthetic scene, written once with ``isokernel.numpy``.
 
 Every function is branch-free (the iterative Stages 3 and 5 are per-pixel
 ``while_loop``s, each pixel stopping on its own tolerance) and works on
-float32 or float64 arrays; the equations, units and sources are in each
+float32 or float64 arrays (the permittivity and the Fresnel amplitudes as
+complex64 or complex128 values); the equations, units and sources are in each
 module's docstring and in ``docs/soil_moisture.md``.
 
-- ``dielectric``: Mironov (2009) permittivity, its exact inverse in mv
+- ``dielectric``: Mironov (2009) complex permittivity, its exact inverse in mv
 - ``fresnel``: smooth-surface reflectivities and their real inverses
-- ``complexmath``: complex arithmetic on (re, im) pairs
 - ``forward``: VWC from NDVI, tau-omega TB, Water Cloud Model σ0
 - ``landcover``: per-class vegetation, roughness and backscatter parameters
 - ``rng`` / ``scene``: counter-based RNG and the synthetic scene
@@ -20,7 +20,6 @@ module's docstring and in ``docs/soil_moisture.md``.
 - ``lookups``: κ and Stage 4 through layered tables (the lookup passed in)
 """
 
-from .complexmath import cabs2, cdiv, cmul, csqrt
 from .dielectric import (
     FREQ_HZ,
     MV_MAX,
@@ -67,12 +66,12 @@ from .stage5 import stage5_refine, stage5_solve
 __all__ = [
     "CLASSES", "FREQ_HZ", "MV_MAX", "REFINED_INPUTS", "RETRIEVAL_INPUTS", "STAGE3_RTOL",
     "SWEEPS", "THETA_DEG", "Grid", "LandCover", "MironovCoefficients", "PixelLoss",
-    "brightness_temperature", "cabs2", "cdiv", "class_parameters", "cmul", "csqrt",
-    "eps_im_of_eps_re", "fresnel", "fresnel_real", "generate_scene", "inverse_fresnel_h",
-    "inverse_fresnel_v", "mironov", "mironov_coefficients", "mv_from_eps_re", "observe",
-    "per_pixel", "permittivity", "retrieve", "retrieve_iterations", "retrieve_refined",
-    "retrieve_refined_iterations", "roughness_factor", "scene_inputs", "scene_model",
-    "stage1_reflectivity", "stage2_smooth", "stage3_permittivity", "stage3_solve",
-    "stage3_sweeps", "stage3_tolerance", "stage4_soil_moisture", "stage5_refine",
-    "stage5_solve", "tau_omega", "transmissivity", "vegetation_water_content", "water_cloud",
+    "brightness_temperature", "class_parameters", "eps_im_of_eps_re", "fresnel",
+    "fresnel_real", "generate_scene", "inverse_fresnel_h", "inverse_fresnel_v", "mironov",
+    "mironov_coefficients", "mv_from_eps_re", "observe", "per_pixel", "permittivity",
+    "retrieve", "retrieve_iterations", "retrieve_refined", "retrieve_refined_iterations",
+    "roughness_factor", "scene_inputs", "scene_model", "stage1_reflectivity", "stage2_smooth",
+    "stage3_permittivity", "stage3_solve", "stage3_sweeps", "stage3_tolerance",
+    "stage4_soil_moisture", "stage5_refine", "stage5_solve", "tau_omega", "transmissivity",
+    "vegetation_water_content", "water_cloud",
 ]

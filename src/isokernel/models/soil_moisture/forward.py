@@ -55,10 +55,11 @@ def brightness_temperature(r, gamma, omega, ts, tc=None):
     return ts * (1.0 - r) * gamma + tc * (1.0 - omega) * (1.0 - gamma) * (1.0 + r * gamma)
 
 
-def tau_omega(eps_re, eps_im, vwc, b, omega, h, ts, theta_deg: float = THETA_DEG):
-    """(TB_H, TB_V) in K from the soil permittivity, VWC (kg/m²), the
-    vegetation parameters b (m²/kg), ω and the roughness h, and Ts = Tc."""
-    r_h, r_v = fresnel(eps_re, eps_im, theta_deg)
+def tau_omega(eps, vwc, b, omega, h, ts, theta_deg: float = THETA_DEG):
+    """(TB_H, TB_V) in K from the complex soil permittivity ``eps``, VWC
+    (kg/m²), the vegetation parameters b (m²/kg), ω and the roughness h, and
+    Ts = Tc."""
+    r_h, r_v = fresnel(eps, theta_deg)
     rough = roughness_factor(h, theta_deg)
     gamma = transmissivity(b, vwc, theta_deg)
     return (brightness_temperature(r_h * rough, gamma, omega, ts),

@@ -10,7 +10,9 @@ incidence angle, ε = ε' + iε'' the relative permittivity, s = √(ε − sin�
     r*_V = |(ε·cosθ − s) / (ε·cosθ + s)|²
 
 computed as |numerator|² / |denominator|² (the modulus of a quotient is the
-quotient of the moduli), complex values as (re, im) pairs.
+quotient of the moduli), with complex values: ``inp.sqrt`` of a complex
+value is the principal root, and |z|² is Re(z)² + Im(z)² (no square root,
+no hypot).
 
 Inverses for real ε ≥ 1 at θ < 45° (each reflection amplitude ρ = √r* is
 then real and ≥ 0):
@@ -28,7 +30,6 @@ from __future__ import annotations
 import math
 
 from ... import numpy as inp
-from .complexmath import cabs2, csqrt
 
 THETA_DEG = 40.0  # SMAP radiometer and NISAR-like look angle used by the retrieval
 
@@ -39,22 +40,27 @@ def _angle(theta_deg: float) -> tuple[float, float]:
     return math.cos(theta), math.sin(theta) ** 2
 
 
-def fresnel(eps_re, eps_im, theta_deg: float = THETA_DEG):
+def _abs2(z):
+    """|z|² = Re(z)² + Im(z)² of a complex ``z``, real."""
+    re, im = inp.real(z), inp.imag(z)
+    return re * re + im * im
+
+
+def fresnel(eps, theta_deg: float = THETA_DEG):
     """Smooth-surface reflectivities (r_H, r_V), dimensionless in [0, 1],
-    for complex relative permittivity ε' + iε'' at incidence ``theta_deg``
-    degrees (a static Python float)."""
+    for the complex relative permittivity ``eps`` = ε' + iε'' (complex64 or
+    complex128) at incidence ``theta_deg`` degrees (a static Python float)."""
     cos_t, sin2_t = _angle(theta_deg)
-    s_re, s_im = csqrt(eps_re - sin2_t, eps_im)
-    r_h = cabs2(cos_t - s_re, -s_im) / cabs2(cos_t + s_re, s_im)
-    e_re, e_im = eps_re * cos_t, eps_im * cos_t
-    r_v = cabs2(e_re - s_re, e_im - s_im) / cabs2(e_re + s_re, e_im + s_im)
-    return r_h, r_v
+    s = inp.sqrt(eps - sin2_t)
+    r_h = _abs2(cos_t - s) / _abs2(cos_t + s)
+    e = eps * cos_t
+    return r_h, _abs2(e - s) / _abs2(e + s)
 
 
 def fresnel_real(eps_re, theta_deg: float = THETA_DEG):
-    """(r_H, r_V) for a real permittivity: :func:`fresnel` with ε'' = 0,
-    written without the imaginary parts (same operations, same order, so
-    the results are the same bits)."""
+    """(r_H, r_V) for a real permittivity ε' ≥ sin²θ: :func:`fresnel` of
+    ε' + 0i written with real values only (the same operations on the real
+    parts, so the results are the same bits)."""
     cos_t, sin2_t = _angle(theta_deg)
     s = inp.sqrt(eps_re - sin2_t)
     r_h = _sq(cos_t - s) / _sq(cos_t + s)

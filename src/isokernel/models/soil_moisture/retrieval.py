@@ -48,6 +48,8 @@ import numpy as np
 from ... import numpy as inp
 from ...control import while_loop
 from ...ir import ShapeError
+from ...ir.pytree import tree_flatten, tree_unflatten
+from ...ops import complex as complex_from
 from .dielectric import FREQ_HZ, MV_MAX, eps_im_of_eps_re, mironov_coefficients, mv_from_eps_re
 from .forward import roughness_factor, transmissivity, vegetation_water_content
 from .fresnel import INVERSES, THETA_DEG, fresnel, fresnel_real
@@ -79,8 +81,10 @@ def stage2_smooth(r, h, theta_deg: float = THETA_DEG):
 
 
 def _reflectivity(pol: str):
+    """(lossy, lossless): the smooth reflectivity at ``pol`` of the complex
+    permittivity ε' + iε'' built from its parts, and of a real ε'."""
     index = {"h": 0, "v": 1}[pol]
-    return (lambda re, im, t: fresnel(re, im, t)[index],
+    return (lambda re, im, t: fresnel(complex_from(re, im), t)[index],
             lambda re, t: fresnel_real(re, t)[index])
 
 
@@ -159,14 +163,33 @@ def _pixel_fixed_point(fixed_point, kappa, tol: float, sweeps: int):
         return (step > tol * eps) & (k < sweeps)
 
     def stage3_pixel(r_smooth, *fields):
+        parts, rebuild = _real_parts(fields)
+
         def one_sweep(state):
             eps, _, k = state
-            new = sweep(r_smooth, eps, lambda e: kappa(e, *fields))
+            new = sweep(r_smooth, eps, lambda e: kappa(e, *rebuild(parts)))
             return new, inp.abs(new - eps), k + 1
         eps = first(r_smooth)
         eps, _, taken = while_loop(more, one_sweep, (eps, inp.full_like(eps, inp.inf), 0))
         return eps, taken
     return stage3_pixel
+
+
+def _real_parts(tree):
+    """(leaves, rebuild): the leaves of ``tree`` with each complex leaf as
+    its (real, imaginary) parts, and the function that makes the tree again
+    from them. κ's fields (the complex Mironov indices) enter Stage 3's loop
+    as real parts and are made complex again inside its body (exactly), so
+    the loop reads real values only: a strategy that compiles complex values
+    as real parts then keeps the whole loop in its compiled code."""
+    leaves, treedef = tree_flatten(tree)
+    split = [inp.iscomplexobj(x) for x in leaves]
+    parts = [(inp.real(x), inp.imag(x)) if c else x for x, c in zip(leaves, split)]
+
+    def rebuild(parts):
+        return tree_unflatten(treedef, [complex_from(*p) if c else p
+                                        for p, c in zip(parts, split)])
+    return parts, rebuild
 
 
 def stage3_permittivity(r_smooth, kappa, pol: str = "v", sweeps: int = SWEEPS,

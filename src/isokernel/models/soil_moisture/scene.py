@@ -117,14 +117,15 @@ def truth_fields(index, grid: Grid, seed: int) -> dict:
 def observe(mv, clay, ts, ndvi, ndvi_max, ndvi_min, landcover) -> dict:
     """The noise-free observations of a pixel: TB_H and TB_V (K, tau-omega
     over the Mironov permittivity) and σ0_HH (dB, Water Cloud Model), with
-    the VWC (kg/m²) and permittivity (ε', ε'') they came from."""
+    the VWC (kg/m²) and the real and imaginary parts ε', ε'' of the complex
+    permittivity they came from (real fields, as a data set stores them)."""
     p = class_parameters(landcover, ts)
     vwc = vegetation_water_content(ndvi, ndvi_max, ndvi_min, p["stem_factor"])
-    eps_re, eps_im = mironov(mv, clay, FREQ_HZ)
-    tbh, tbv = tau_omega(eps_re, eps_im, vwc, p["b"], p["omega"], p["h"], ts)
+    eps = mironov(mv, clay, FREQ_HZ)
+    tbh, tbv = tau_omega(eps, vwc, p["b"], p["omega"], p["h"], ts)
     sigma0 = water_cloud(mv, ndvi, p["wcm_a"], p["wcm_b"], p["wcm_c"], p["wcm_d"])
-    return {"tbh": tbh, "tbv": tbv, "sigma0_hh": sigma0, "vwc": vwc, "eps_re": eps_re,
-            "eps_im": eps_im}
+    return {"tbh": tbh, "tbv": tbv, "sigma0_hh": sigma0, "vwc": vwc, "eps_re": inp.real(eps),
+            "eps_im": inp.imag(eps)}
 
 
 def scene_model(index, grid: Grid, seed: int = 0, noise: bool = True) -> dict:

@@ -54,8 +54,7 @@ def observations(mv, vwc, ctx: dict):
     """(TB_V in K, σ0_HH in dB) of a pixel with moisture ``mv`` and
     vegetation water content ``vwc``; ``ctx`` holds the pixel's clay, ts,
     ndvi and class parameters b, omega, h, wcm_a … wcm_d."""
-    eps_re, eps_im = mironov(mv, ctx["clay"], FREQ_HZ)
-    _, r_v = fresnel(eps_re, eps_im, THETA_DEG)
+    _, r_v = fresnel(mironov(mv, ctx["clay"], FREQ_HZ), THETA_DEG)
     gamma = transmissivity(ctx["b"], vwc, THETA_DEG)
     tbv = brightness_temperature(r_v * roughness_factor(ctx["h"]), gamma, ctx["omega"],
                                  ctx["ts"])

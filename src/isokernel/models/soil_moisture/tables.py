@@ -89,8 +89,13 @@ def kinks(clay, freq_hz: float = FREQ_HZ) -> tuple[np.ndarray, np.ndarray]:
     """(mvt, ε'(mvt)) of each clay fraction."""
     clay = np.asarray(clay, np.float64)
     mvt = np.asarray(mironov_coefficients(clay, freq_hz).mvt)
-    eps_t, _ = mironov(mvt, clay, freq_hz)
-    return mvt, np.asarray(eps_t)
+    return mvt, _parts(mironov(mvt, clay, freq_hz))[0]
+
+
+def _parts(eps) -> tuple[np.ndarray, np.ndarray]:
+    """(ε', ε'') of a complex permittivity, as contiguous real arrays."""
+    eps = np.asarray(eps)
+    return np.ascontiguousarray(eps.real), np.ascontiguousarray(eps.imag)
 
 
 def grid_with_node_at_zero(lo: float, hi: float, nodes: int) -> tuple[float, float]:
@@ -109,7 +114,7 @@ def mironov_table_values(clay, nodes: int = NODES, freq_hz: float = FREQ_HZ
     mvt, _ = kinks(clay, freq_hz)
     x0, dx = grid_with_node_at_zero(-float(mvt.max()), MV_MAX - float(mvt.min()), nodes)
     mv = mvt[:, None] + (x0 + dx * np.arange(nodes))
-    eps_re, eps_im = mironov(mv, clay[:, None] + np.zeros_like(mv), freq_hz)
+    eps_re, eps_im = _parts(mironov(mv, clay[:, None] + np.zeros_like(mv), freq_hz))
     return UniformTable(eps_re, x0, dx), UniformTable(eps_im, x0, dx)
 
 
@@ -121,8 +126,7 @@ def forward_samples(clay, fine: int = FINE, span: tuple[float, float] = SAMPLE_R
     mvt, _ = kinks(clay, freq_hz)
     grid = np.broadcast_to(np.linspace(*span, fine), (clay.size, fine))
     mv = np.sort(np.concatenate([grid, mvt[:, None]], axis=1), axis=1)
-    eps_re, _ = mironov(mv, clay[:, None] + np.zeros_like(mv), freq_hz)
-    return mv, eps_re
+    return mv, _parts(mironov(mv, clay[:, None] + np.zeros_like(mv), freq_hz))[0]
 
 
 def stage4_inverse(clay, nodes: int = NODES, freq_hz: float = FREQ_HZ):
@@ -146,7 +150,7 @@ def _truth(clay_values, samples: int, freq_hz: float):
     """Dense (mv, ε', ε'_kink) over [0, MV_MAX] for each clay value."""
     mv = np.linspace(0.0, MV_MAX, samples)
     c = np.asarray(clay_values, np.float64)[:, None] + np.zeros_like(mv)
-    eps_re, _ = mironov(np.broadcast_to(mv, c.shape).copy(), c, freq_hz)
+    eps_re, _ = _parts(mironov(np.broadcast_to(mv, c.shape).copy(), c, freq_hz))
     _, eps_t = kinks(c, freq_hz)
     return c, eps_re, eps_t
 

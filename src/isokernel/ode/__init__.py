@@ -3,6 +3,7 @@
 Every method's coefficients are a table in ``tableaux``."""
 
 from .odeint import odeint
-from .tableaux import TABLES, ButcherTableau, RosenbrockTableau
+from .tableaux import TABLES, ButcherTableau, ESDIRKTableau, RodasTableau, RosenbrockTableau
 
-__all__ = ["TABLES", "ButcherTableau", "RosenbrockTableau", "odeint"]
+__all__ = ["TABLES", "ButcherTableau", "ESDIRKTableau", "RodasTableau", "RosenbrockTableau",
+           "odeint"]

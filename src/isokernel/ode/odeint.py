@@ -5,8 +5,10 @@ inside ``jit``, differentiates (both modes, through the loops) and maps
 
 The loop: a ``scan`` over the report times ``t[1:]`` whose step is a
 ``while_loop`` that steps until the solution has passed that time, then
-reads the solution there from the last step's dense output (adaptive
-methods), or lands on it (fixed steps). ``docs/solvers.md`` states the
+reads the solution there from the last step's dense output (the explicit
+adaptive methods and rosenbrock23), or lands on it (fixed steps, and the
+stiff methods kvaerno5 and rodas5, whose step there is shortened to end on
+it). ``docs/solvers.md`` states the
 semantics, the step control and the derivatives.
 """
 
@@ -31,10 +33,11 @@ MAX_STEPS = 10_000
 ROOT_BITS = 12
 FIXED_NEEDS_DT0 = ("takes fixed steps and needs their size: give dt0=..., e.g. "
                    "dt0=(t[-1] - t[0]) / 1000, or choose an adaptive method (dopri5, tsit5, "
-                   "rosenbrock23)")
+                   "rosenbrock23, kvaerno5, rodas5)")
 NOT_REACHED = ("odeint at {where}: max_steps={max_steps} steps were taken before t={t_end} "
                "was reached; the values from there on are NaN. Raise max_steps, loosen "
-               "rtol/atol, or for a stiff problem use method='rosenbrock23'")
+               "rtol/atol, or for a stiff problem use method='rodas5', 'kvaerno5' or "
+               "'rosenbrock23'")
 
 
 def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
@@ -45,7 +48,9 @@ def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
 
     ``t``: finite, non-decreasing report times, ``t[0]`` the start. ``method``: euler,
     heun, rk4 (fixed steps of ``dt0``), dopri5, tsit5 (adaptive, explicit),
-    rosenbrock23 (adaptive, linearly implicit, for stiff problems). ``rtol``,
+    rosenbrock23, rodas5 (adaptive, linearly implicit) and kvaerno5 (adaptive,
+    implicit) for stiff problems; rodas5 and kvaerno5 end a step on each
+    report time. ``rtol``,
     ``atol`` (>= 0): the local error test of the adaptive methods. ``max_steps``: the
     most steps (accepted and rejected) of the whole solve; the times not
     reached within them get NaN. ``full_output=True`` returns ``(ys, info)``,
@@ -251,20 +256,24 @@ def _adaptive_start(solver: Solver, t0, y0, f0, h0):
     """The carry: (t, y, f, steps, rejected, h, and the last accepted step:
     its start, size, state and stages for the dense output)."""
     h0 = inp.asarray(h0).astype(y0.dtype) + inp.zeros_like(t0)
-    stages = tuple(inp.zeros_like(y0) for _ in solver.table.dense)
+    stages = tuple(inp.zeros_like(y0) for _ in solver.table.dense or ())
     return (t0, y0, f0, 0, 0, h0, t0, inp.zeros_like(t0), y0, stages)
 
 
 def _adaptive_interval(solver: Solver, fun, rtol, atol, max_steps: int):
     """One report interval of an adaptive method: step (accepting or
     rejecting) until the solution passes the report time, then read it from
-    the last accepted step's dense output."""
+    the last accepted step's dense output; or, for a method that lands, until
+    it is at the report time."""
     order = solver.table.error_order
     attempt = _attempt(solver, fun, rtol, atol, order)
 
     def interval(carry, target):
         def more(c):
             return (c[0] < target) & (c[3] + c[4] < max_steps)
+        if solver.lands:
+            carry = while_loop(more, lambda c: attempt(c, target), carry)
+            return carry, carry[1], carry[0] >= target
         carry = while_loop(more, attempt, carry)
         t, _, _, _, _, _, t_prev, h_prev, y_prev, stages = carry
         theta = (target - t_prev) / inp.where(h_prev > 0, h_prev, 1.0)
@@ -273,16 +282,29 @@ def _adaptive_interval(solver: Solver, fun, rtol, atol, max_steps: int):
 
 
 def _attempt(solver: Solver, fun, rtol, atol, order: int):
-    def attempt(c):
+    """One attempted step. With a ``target`` (a method that lands) a step
+    that would pass it is shortened to end on it, and once accepted the next
+    step is no shorter than the step the controller had proposed."""
+    def attempt(c, target=None):
         t, y, f, steps, rejected, h, t_prev, h_prev, y_prev, stages = c
-        new = solver.step(fun, t, y, f, h)
+        if target is None:
+            size, t_new = h, t + h
+        else:
+            last = (target - t <= h) & (t < target)  # (a finished lane of a vmap: no 0 step)
+            size = inp.where(last, target - t, h)
+            t_new = inp.where(last, target, t + size)
+        new = solver.step(fun, t, y, f, size, (rtol, atol))
         ratio = _error_ratio(new.error, y, new.y, rtol, atol)
+        if new.failed is not None:  # the largest cut, as for an error that is not a number
+            ratio = inp.where(new.failed, inp.inf, ratio)
         ok = ratio <= 1.0
         keep = lambda a, b: inp.where(ok, a, b)  # noqa: E731
-        h_next = h * _factor(ratio, ok, order)
-        return (keep(t + h, t), keep(new.y, y), keep(new.f, f), steps + ok.astype(inp.int64),
+        h_next = size * _factor(ratio, ok, order)
+        if target is not None:
+            h_next = inp.where(last & ok, inp.maximum(h_next, h), h_next)
+        return (keep(t_new, t), keep(new.y, y), keep(new.f, f), steps + ok.astype(inp.int64),
                 rejected + (~ok).astype(inp.int64), h_next, keep(t, t_prev),
-                keep(h, h_prev), keep(y, y_prev),
+                keep(size, h_prev), keep(y, y_prev),
                 tuple(keep(k, s) for k, s in zip(new.stages, stages)))
     return attempt
 

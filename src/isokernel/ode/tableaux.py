@@ -3,8 +3,12 @@
 An explicit Runge–Kutta method is a ``ButcherTableau`` (nodes ``c``, the
 strictly lower triangular matrix ``a``, weights ``b``, the error weights
 ``b_err = b - b_hat`` of its embedded pair, and its dense output); the one
-generic explicit step (``solvers.ExplicitRK``) reads any of them. The
-Rosenbrock method is a ``RosenbrockTableau``.
+generic explicit step (``solvers.ExplicitRK``) reads any of them. An
+ESDIRK method (explicit first stage, singly diagonally implicit) is an
+``ESDIRKTableau``, read by the one implicit step ``solvers.ESDIRK``. The
+ode23s method is a ``RosenbrockTableau``; a Rosenbrock method in Hairer and
+Wanner's transformed form (RODAS) is a ``RodasTableau``, read by
+``solvers.Rodas``.
 
 Dense output is the same form for every adaptive method: on a step from
 ``t`` of size ``h`` with stages ``k_j``,
@@ -56,6 +60,63 @@ class RosenbrockTableau:
     error_order: int
     source: str
     dense: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class ESDIRKTableau:
+    """An ESDIRK method: stage 1 is explicit (``f`` at the step's start), every
+    later stage i solves ``Y_i = y + sum_{j<i} a[i][j] z_j + gamma z_i`` for
+    ``z_i = h f(t + c_i h, Y_i)``, one system ``I - h gamma J`` for them all.
+    ``predictor[i]`` gives the start of stage i's Newton iteration as weights
+    of the earlier ``z_j`` (a row summing to 1)."""
+
+    name: str
+    c: tuple[float, ...]
+    a: tuple[tuple[float, ...], ...]  # row i holds a[i][0..i-1], below the diagonal
+    gamma: float
+    b: tuple[float, ...]
+    b_err: tuple[float, ...]  # b - b_hat
+    predictor: tuple[tuple[float, ...], ...]  # row i: weights of z_0..z_{i-1}
+    order: int
+    error_order: int
+    source: str
+    dense = None  # no dense output: the steps land on the report times (``odeint``)
+
+    @property
+    def stages(self) -> int:
+        return len(self.c)
+
+    @property
+    def stiffly_accurate(self) -> bool:
+        """b is the last stage's row: y_new is that stage's Y, and z_last / h
+        its derivative."""
+        return tuple(self.a[-1]) + (self.gamma,) == tuple(self.b)
+
+
+@dataclass(frozen=True)
+class RodasTableau:
+    """A Rosenbrock method in the transformed form of Hairer & Wanner's RODAS
+    (Solving ODEs II, §IV.7): with W = I - h gamma J, stage i solves
+    ``W k_i / (h gamma) = f(t + c_i h, y + sum_{j<i} a[i][j] k_j)
+    + h d_i df/dt + sum_{j<i} C[i][j] k_j / h``; y_new = y + sum_i b_i k_i,
+    the error estimate sum_i b_err_i k_i."""
+
+    name: str
+    c: tuple[float, ...]
+    a: tuple[tuple[float, ...], ...]  # row i holds a[i][0..i-1]
+    C: tuple[tuple[float, ...], ...]  # row i holds C[i][0..i-1]
+    gamma: float
+    d: tuple[float, ...]
+    b: tuple[float, ...]
+    b_err: tuple[float, ...]
+    order: int
+    error_order: int
+    source: str
+    dense = None  # no dense output: the steps land on the report times (``odeint``)
+
+    @property
+    def stages(self) -> int:
+        return len(self.c)
 
 
 def _dense_rows(polys) -> tuple[tuple[float, ...], ...]:
@@ -191,4 +252,76 @@ ROSENBROCK23 = RosenbrockTableau(
            "(ode23s): L-stable, second order with a third-order error estimate, and its "
            "continuous extension")
 
-TABLES = {t.name: t for t in (EULER, HEUN, RK4, DOPRI5, TSIT5, ROSENBROCK23)}
+# --- Kværnø 5(4) ---------------------------------------------------------------------------
+
+_KV_GAMMA = 0.26
+_KV_A = ((),
+         (_KV_GAMMA,),
+         (0.13, 0.84033320996790809),
+         (0.22371961478320505, 0.47675532319799699, -0.06470895363112615),
+         (0.16648564323248321, 0.10450018841591720, 0.03631482272098715,
+          -0.13090704451073998),
+         (0.13855640231268224, 0.0, -0.04245337201752043, 0.02446657898003141,
+          0.61943039072480676),
+         (0.13659751177640291, 0.0, -0.05496908796538376, -0.04118626728321046,
+          0.62993304899016403, 0.06962479448202728))
+_KV_B = _KV_A[6] + (_KV_GAMMA,)
+_KV_B_HAT = _KV_A[5] + (_KV_GAMMA, 0.0)  # the sixth stage: stiffly accurate, order 4
+
+KVAERNO5 = ESDIRKTableau(
+    name="kvaerno5",
+    c=(0.0,) + tuple(sum(row) + _KV_GAMMA for row in _KV_A[1:]),
+    a=_KV_A, gamma=_KV_GAMMA, b=_KV_B,
+    b_err=tuple(b - bh for b, bh in zip(_KV_B, _KV_B_HAT)),
+    # Newton's starting values (OrdinaryDiffEq.jl's, as diffrax takes them, with z_2 = z_1)
+    predictor=((),
+               (1.0,),
+               (-1.366025403784441, 2.3660254037844357),
+               (-0.19650552613122207, 0.8113579546496623, 0.38514757148155954),
+               (0.10375304369958693, 0.937994698066431, -0.04174774176601781, 0.0),
+               (-0.17281112873898072, 0.6235784481025847, 0.5492326806363959, 0.0, 0.0),
+               _KV_A[5] + (_KV_GAMMA,)),
+    order=5, error_order=4,
+    source="Kværnø 2004, 'Singly diagonally implicit Runge-Kutta methods with an explicit "
+           "first stage', BIT 44: ESDIRK 5(4), 7 stages, L-stable, stiffly accurate "
+           "(coefficients as diffrax and OrdinaryDiffEq.jl give them)")
+
+# --- Rodas 5(4) ----------------------------------------------------------------------------
+
+_RODAS5_ROW6 = (-14.09640773051259, 6.925207756232704, -41.47510893210728, 2.343771018586405,
+                24.13215229196062)
+
+RODAS5 = RodasTableau(
+    name="rodas5",
+    c=(0.0, 0.38, 0.3878509998321533, 0.483971893787384, 0.457047700881958, 1.0, 1.0, 1.0),
+    a=((),
+       (2.0,),
+       (3.040894194418781, 1.041747909077569),
+       (2.576417536461461, 1.62208306077664, -0.9089668560264532),
+       (2.760842080225597, 1.446624659844071, -0.3036980084553738, 0.2877498600325443),
+       _RODAS5_ROW6,
+       _RODAS5_ROW6 + (1.0,),
+       _RODAS5_ROW6 + (1.0, 1.0)),
+    C=((),
+       (-10.31323885133993,),
+       (-21.04823117650003, -7.234992135176716),
+       (32.22751541853323, -4.943732386540191, 19.44922031041879),
+       (-20.69865579590063, -8.816374604402768, 1.260436877740897, -0.7495647613787146),
+       (-46.22004352711257, -17.49534862857472, -289.6389582892057, 93.60855400400906,
+        318.3822534212147),
+       (34.20013733472935, -14.1553540271769, 57.823356409884, 25.83362985412365,
+        1.408950972071624, -6.551835421242162),
+       (42.57076742291101, -13.80770672017997, 93.98938432427124, 18.77919633714503,
+        -31.5835918722337, -6.685968952921985, -5.810979938412932)),
+    gamma=0.19,
+    d=(0.19, -0.1823079225333714636, -0.319231832186874912, 0.3449828624725343,
+       -0.377417564392089818, 0.0, 0.0, 0.0),
+    b=_RODAS5_ROW6 + (1.0, 1.0, 1.0),  # stiffly accurate: the last stage's value, plus k_8
+    b_err=(0.0,) * 7 + (1.0,),  # k_8: the difference from the order-4 stage value
+    order=5, error_order=4,
+    source="Di Marzo 1993, 'RODAS5(4) - Méthodes de Rosenbrock d'ordre 5(4) adaptées aux "
+           "problèmes différentiels-algébriques': 8 stages, "
+           "stiffly accurate, L-stable; in Hairer & Wanner's transformed form, with the "
+           "coefficients OrdinaryDiffEq.jl gives (its Rodas5)")
+
+TABLES = {t.name: t for t in (EULER, HEUN, RK4, DOPRI5, TSIT5, ROSENBROCK23, KVAERNO5, RODAS5)}

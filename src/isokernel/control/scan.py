@@ -31,6 +31,8 @@ checkpointed every ceil(sqrt(T)) steps; ``checkpoint_every=False`` never.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -46,6 +48,8 @@ from ..transforms.linearize import Split, linearize_graph
 from ..transforms.regions import RegionRules, register
 from ..transforms.transpose import Lin, transpose_graph
 from ..transforms.vmap import batch_size, vmap_graph
+from ..typing import ArrayLike, PyTree
+from .checkpoint import checkpoint
 from .common import (
     as_values,
     batch_body,
@@ -61,8 +65,9 @@ from .common import (
     trace_body,
     with_inputs,
 )
-from .checkpoint import checkpoint
 from .while_loop import while_loop
+
+_C = TypeVar("_C")  # a loop's carry
 
 CHECKPOINT_BYTES = 512 << 20
 """The default checkpoints a scan whose steps × carry bytes exceed this."""
@@ -73,8 +78,9 @@ CARRY_CHANGED = ("return (carry, y) with the carry of the same structure, shapes
                  "init (cast with astype where the body changes a dtype)")
 
 
-def scan(f, init, xs=None, length=None, reverse: bool = False, *,
-         checkpoint_every: int | bool | None = None):
+def scan(f: Callable[[_C, Any], tuple[_C, Any]], init: _C, xs: PyTree = None,
+         length: int | None = None, reverse: bool = False, *,
+         checkpoint_every: int | bool | None = None) -> tuple[_C, Any]:
     """JAX's ``scan``: ``carry, y = f(carry, x)`` over axis 0 of ``xs``;
     returns the final carry and the ``y`` of every step, stacked.
     ``checkpoint_every``: reverse mode keeps the carry every that many steps
@@ -222,7 +228,8 @@ def _eager(f, init, xs, x_leaves, x_tree, steps: int, reverse: bool, where: str)
     return carry, tree_unflatten(tree_flatten(ys[0])[1], stacked)
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, checkpoint_every: int | bool | None = None):
+def fori_loop(lower: ArrayLike, upper: ArrayLike, body_fun: Callable[[Any, _C], _C], init_val: _C,
+              *, checkpoint_every: int | bool | None = None) -> _C:
     """JAX's ``fori_loop``: ``val = body_fun(i, val)`` for ``i`` in
     ``[lower, upper)``. Bounds known now make a ``scan`` (reverse mode
     stacks residuals, or checkpoints: ``scan``'s ``checkpoint_every``);

@@ -71,6 +71,8 @@ class Literal:
 def _scalar_text(x) -> str:
     if isinstance(x, np.floating):
         return repr(float(x))
+    if isinstance(x, np.complexfloating):
+        return repr(complex(x))
     if isinstance(x, np.bool_):
         return repr(bool(x))
     return repr(int(x))

@@ -288,3 +288,11 @@ def test_random_complex_programs_on_every_cpu_strategy(program, seed):
         portable = [ik.jit(ours, strategy=s, numerics="portable")(a, b) for s in CPU]
     for got in portable[1:]:
         same(got, portable[0])
+
+
+def test_graph_text_names_complex_constants():
+    """A complex constant prints as itself (two graphs differing only in one
+    have different text, so different digests)."""
+    text = str(ik.trace(lambda z: z * (0.5 + 2j), Z))
+    assert "(0.5+2j)" in text
+    assert str(ik.trace(lambda z: z * (0.5 + 3j), Z)) != text

@@ -156,8 +156,9 @@ def _mironov_complex128(mv, clay_fraction, f):
 
 
 def test_water_refractive_index_is_the_principal_root_of_its_permittivity():
-    """n* = √ε of each water phase, as NumPy's complex sqrt; the textbook
-    n = √((|ε| + ε')/2), k = √((|ε| − ε')/2) agrees."""
+    """n* of each water phase is Mironov's closed form n = √((|ε| + ε')/2),
+    k = √((|ε| − ε')/2) (its bits), the principal √ε (NumPy's complex sqrt
+    within a few ulp)."""
     clay = RNG.uniform(0.0, 0.76, 2000)
     c = clay * 100.0
     for f in (1.26e9, FREQ_HZ, 5.0e9):
@@ -166,12 +167,15 @@ def test_water_refractive_index_is_the_principal_root_of_its_permittivity():
         eps = water_permittivity(*args)
         assert eps.dtype == np.complex128
         np.testing.assert_allclose(eps, _water_complex128(*args), rtol=1e-15)
+        modulus = np.sqrt(eps.real * eps.real + eps.imag * eps.imag)
+        closed = np.empty_like(eps)
+        closed.real = np.sqrt((modulus + eps.real) * 0.5)
+        closed.imag = np.sqrt((modulus - eps.real) * 0.5)
+        assert bit_identical(mironov_coefficients(clay, f).bound, closed - 1.0)
         n = np.sqrt(eps)
-        assert bit_identical(mironov_coefficients(clay, f).bound, n - 1.0)
         assert np.all(n.real > 0) and np.all(n.imag > 0)
-        modulus = np.abs(eps)
-        np.testing.assert_allclose(n.real, np.sqrt((modulus + eps.real) / 2), rtol=1e-14)
-        np.testing.assert_allclose(n.imag, np.sqrt((modulus - eps.real) / 2), rtol=1e-13)
+        np.testing.assert_allclose(closed.real, n.real, rtol=1e-14)
+        np.testing.assert_allclose(closed.imag, n.imag, rtol=1e-13)
 
 
 def test_mironov_matches_an_independent_complex_implementation():

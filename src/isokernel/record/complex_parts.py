@@ -87,38 +87,53 @@ def hypot(re, im):
     return _sel((ax == np.inf) | (ay == np.inf), np.inf, h)
 
 
+def _positive_zero(x) -> bool:
+    """Whether ``x`` is a recorded constant +0 (a real value made complex:
+    a cast, a weak scalar, ``complex(x, 0)``), broadcast or not."""
+    if not isinstance(x, Tracer):
+        return False
+    node = x.node
+    if node.op is Op.BROADCAST:
+        node = node.inputs[0]
+    if node.op is not Op.CONST:
+        return False
+    value = np.asarray(node.attrs["value"].value)
+    return bool(np.all(value == 0) and not np.any(np.signbit(value)))
+
+
 def mul(ar, ai, br, bi):
+    """``(ar·br − ai·bi, ar·bi + ai·br)``; a factor whose imaginary part is
+    the constant +0 (a real value made complex) scales each part, C99's
+    real × complex: NumPy's formula differs from it only in the sign of a
+    zero part and where a part is infinite (its 0·inf is NaN)."""
+    if _positive_zero(bi):
+        return ar * br, ai * br
+    if _positive_zero(ai):
+        return ar * br, ar * bi
     return ar * br - ai * bi, ar * bi + ai * br
 
 
 def div(ar, ai, br, bi):
     """NumPy's complex division (Smith's algorithm; a zero divisor divides
-    each part by |br|), both branches computed on operands masked to 0 and 1
-    where not taken, then selected."""
+    each part by |br|), branch-free with one branch's work: the divisor's
+    larger part is ``p``, the other ``q``, the numerator's parts ``(x, y)``
+    in the same roles, so NumPy's two branches are one formula up to the
+    order of a commutative operation (the same bits). Where the divisor is
+    zero the formula computes on 1 and 0 (no flag NumPy would not raise)."""
     abs_r, abs_i = _abs(br), _abs(bi)
     first = abs_r >= abs_i  # false when a part is NaN: NumPy's second branch
     zero = first & (abs_r == 0.0)
-    a_branch = first & ~zero
-    b_branch = ~first
-
-    def on(mask, x, otherwise):
-        return _sel(mask, x, otherwise)
-    # |br| ≥ |bi| > 0: rat = bi/br, scl = 1/(br + bi·rat)
-    r1, i1 = on(a_branch, br, 1.0), on(a_branch, bi, 0.0)
-    x1, y1 = on(a_branch, ar, 0.0), on(a_branch, ai, 0.0)
-    rat1 = i1 / r1
-    scl1 = 1.0 / (r1 + i1 * rat1)
-    re1, im1 = (x1 + y1 * rat1) * scl1, (y1 - x1 * rat1) * scl1
-    # |br| < |bi| (or NaN): rat = br/bi, scl = 1/(bi + br·rat)
-    r2, i2 = on(b_branch, br, 0.0), on(b_branch, bi, 1.0)
-    x2, y2 = on(b_branch, ar, 0.0), on(b_branch, ai, 0.0)
-    rat2 = r2 / i2
-    scl2 = 1.0 / (i2 + r2 * rat2)
-    re2, im2 = (x2 * rat2 + y2) * scl2, (y2 * rat2 - x2) * scl2
-    # a zero divisor: each part over |br| (= +0)
-    d0 = on(zero, abs_r, 1.0)
-    re0, im0 = on(zero, ar, 0.0) / d0, on(zero, ai, 0.0) / d0
-    return (_sel(zero, re0, _sel(first, re1, re2)), _sel(zero, im0, _sel(first, im1, im2)))
+    p = _sel(zero, 1.0, _sel(first, br, bi))
+    q = _sel(zero, 0.0, _sel(first, bi, br))
+    x = _sel(zero, 0.0, _sel(first, ar, ai))
+    y = _sel(zero, 0.0, _sel(first, ai, ar))
+    rat = q / p
+    scl = 1.0 / (p + q * rat)
+    m = x * rat
+    re = (x + y * rat) * scl
+    im = _sel(first, y - m, m - y) * scl
+    d0 = _sel(zero, abs_r, 1.0)  # a zero divisor: each part over |br| (= +0)
+    return (_sel(zero, _sel(zero, ar, 0.0) / d0, re), _sel(zero, _sel(zero, ai, 0.0) / d0, im))
 
 
 def sqrt(re, im):

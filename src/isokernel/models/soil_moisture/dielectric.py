@@ -87,8 +87,14 @@ def water_permittivity(eps_static, tau, sigma, freq_hz):
 def _water(eps_static, tau, sigma, freq_hz):
     """Complex refractive index n* = n + ik of one water phase: the
     principal square root of its permittivity (n > 0, k ≥ 0 for a lossy
-    medium)."""
-    return inp.sqrt(water_permittivity(eps_static, tau, sigma, freq_hz))
+    medium), in Mironov's closed form n = √((|ε| + ε')/2),
+    k = √((|ε| − ε')/2), |ε| = √(ε'² + ε''²): for ε'' ≥ 0 the principal
+    root, with a fraction of the operations of a general complex ``sqrt``
+    (no branch cut or special values to handle)."""
+    eps = water_permittivity(eps_static, tau, sigma, freq_hz)
+    re, im = inp.real(eps), inp.imag(eps)
+    modulus = inp.sqrt(re * re + im * im)
+    return complex_from(inp.sqrt((modulus + re) * 0.5), inp.sqrt((modulus - re) * 0.5))
 
 
 def mironov_coefficients(clay, freq_hz: float = FREQ_HZ) -> MironovCoefficients:

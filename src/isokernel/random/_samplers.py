@@ -28,7 +28,7 @@ def float_dtype(dtype, name: str) -> np.dtype:
     return dtype
 
 
-def _as(value, dtype):
+def as_dtype(value, dtype):
     """``value`` converted to ``dtype`` before any arithmetic, as JAX does."""
     if isinstance(value, Tracer):
         return value if value.dtype == dtype else inp.astype(value, dtype)
@@ -42,32 +42,48 @@ def bits32(key, shape, name: str):
     return w.xor(y0, y1)
 
 
-def _unit(key, shape, dtype, name: str):
-    """Floats in [0, 1) from the top mantissa-width bits, exactly JAX's
+def unit_floats(high, low, dtype):
+    """Floats in [0, 1) from Threefry's two output words: the top
+    mantissa-width bits of JAX's 32-bit word ``high ^ low`` (float32) or
+    64-bit word ``high << 32 | low`` (float64), exactly JAX's
     ``bitcast(bits >> (width - nmant) | bits(1.0)) - 1``."""
     if dtype == np.float32:
-        mantissa = bits32(key, shape, name) // 2**9
+        mantissa = w.xor(high, low) // 2**9
         return inp.astype(mantissa, inp.float32) * 2.0**-23
-    high, low = counter_words(key, shape, name)
     return inp.astype(high * 2**20 + low // 2**12, inp.float64) * 2.0**-52
+
+
+def _unit(key, shape, dtype, name: str):
+    """``unit_floats`` of the counter words of ``shape`` under ``key``."""
+    return unit_floats(*counter_words(key, shape, name), dtype)
+
+
+def scaled(floats, minval, maxval, dtype):
+    """``max(minval, u * (maxval - minval) + minval)``: JAX's map of floats
+    in [0, 1) onto [minval, maxval)."""
+    lo, hi = as_dtype(minval, dtype), as_dtype(maxval, dtype)
+    return inp.maximum(lo, floats * (hi - lo) + lo)
 
 
 def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
     """Floats uniform in [minval, maxval), ``jax.random.uniform``'s bits."""
     dtype = float_dtype(dtype, "uniform")
-    lo, hi = _as(minval, dtype), _as(maxval, dtype)
     floats = _unit(key, as_shape(shape, "uniform"), dtype, "uniform")
-    return inp.maximum(lo, floats * (hi - lo) + lo)
+    return scaled(floats, minval, maxval, dtype)
+
+
+def normal_from_unit(floats, dtype):
+    """``sqrt(2) * erfinv(u)`` for ``u`` the floats in [0, 1) mapped onto
+    [nextafter(-1, 0), 1): ``jax.random.normal``'s arithmetic."""
+    lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
+    return np.asarray(np.sqrt(2), dtype) * erfinv(scaled(floats, lo, 1.0, dtype))
 
 
 def normal(key, shape=(), dtype=np.float64):
     """Standard normal draws: ``sqrt(2) * erfinv(u)`` for ``u`` uniform in
     (-1, 1), as ``jax.random.normal``."""
     dtype = float_dtype(dtype, "normal")
-    shape = as_shape(shape, "normal")
-    lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
-    u = uniform(key, shape, dtype, lo, 1.0)
-    return np.asarray(np.sqrt(2), dtype) * erfinv(u)
+    return normal_from_unit(_unit(key, as_shape(shape, "normal"), dtype, "normal"), dtype)
 
 
 def _tiny(dtype):

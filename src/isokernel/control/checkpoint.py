@@ -15,6 +15,8 @@ recomputation); the reference runs each body where its node runs.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..ir import Aval, Op, ShapeError, SubGraph
 from ..ir.eval import namespace_rule
@@ -27,8 +29,10 @@ from ..transforms.transpose import Lin, transpose_graph
 from ..transforms.vmap import batch_size, batched_subgraph
 from .common import as_values, trace_body
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def checkpoint(fun):
+
+def checkpoint(fun: _F) -> _F:
     """``fun``, whose intermediates reverse mode recomputes instead of
     keeping (JAX's ``checkpoint``/``remat``)."""
     @functools.wraps(fun)

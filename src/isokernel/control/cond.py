@@ -20,6 +20,9 @@ cotangents), so untaken NaNs reach no gradient either.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
 import numpy as np
 
 from ..ir import Aval, DTypeError, Op, ShapeError, SubGraph, dtypes
@@ -33,12 +36,15 @@ from ..transforms.linearize import linearize_graph
 from ..transforms.regions import RegionRules, register
 from ..transforms.transpose import Lin, transpose_graph
 from ..transforms.vmap import batch_size, batched_subgraph
+from ..typing import ArrayLike
 from .common import as_values, cast_weak, check_same, examples, trace_body, union, with_inputs
+
+_R = TypeVar("_R")
 
 BRANCHES_DIFFER = "return the same structure, shapes and dtypes from every branch"
 
 
-def switch(index, branches, *operands):
+def switch(index: ArrayLike, branches: Iterable[Callable[..., _R]], *operands: Any) -> _R:
     """``branches[index](*operands)``, the index clamped to
     ``[0, len(branches) - 1]``. A concrete index picks its branch now; a
     traced one records every branch and picks at run time."""
@@ -57,7 +63,8 @@ def switch(index, branches, *operands):
     return tree_unflatten(out_tree, list(outs))
 
 
-def cond(pred, true_fun, false_fun, *operands):
+def cond(pred: ArrayLike, true_fun: Callable[..., _R], false_fun: Callable[..., _R],
+         *operands: Any) -> _R:
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``;
     ``pred`` a scalar (under ``vmap``, one per element), a number true when
     it is non-zero (``pred != 0``, as JAX: NaN is true)."""

@@ -29,6 +29,8 @@ same way (``_vjp_jvp``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -59,6 +61,8 @@ from .common import (
     with_inputs,
 )
 
+_C = TypeVar("_C")  # a loop's carry
+
 CARRY_CHANGED = ("return a carry of the same structure, shapes and dtypes as init_val (cast "
                  "with astype where the body changes a dtype)")
 SECOND_ORDER = ("a second derivative through the tangent map of a while_loop is not "
@@ -66,7 +70,8 @@ SECOND_ORDER = ("a second derivative through the tangent map of a while_loop is 
                 "cover it")
 
 
-def while_loop(cond_fun, body_fun, init_val, *, checkpoint_every: int | None = None):
+def while_loop(cond_fun: Callable[[_C], Any], body_fun: Callable[[_C], _C], init_val: _C, *,
+               checkpoint_every: int | None = None) -> _C:
     """JAX's ``while_loop``: ``body_fun`` applied to the carry while
     ``cond_fun(carry)`` holds. ``checkpoint_every``: the carry is kept every
     that many steps for reverse mode (default: every sqrt(T) steps)."""

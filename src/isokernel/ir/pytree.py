@@ -5,7 +5,7 @@ leaves are arrays or scalars. A ``TreeDef`` is hashable, so it can key caches.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 
@@ -58,7 +58,7 @@ def _children(x) -> tuple[str, Any, list] | None:
     return None
 
 
-def tree_flatten(tree) -> tuple[list, TreeDef]:
+def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
     leaves: list = []
     return leaves, _flatten(tree, leaves)
 
@@ -72,7 +72,7 @@ def _flatten(x, leaves: list) -> TreeDef:
     return TreeDef(kind, aux, tuple(_flatten(c, leaves) for c in children))
 
 
-def tree_unflatten(treedef: TreeDef, leaves) -> Any:
+def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     it = iter(leaves)
     return _build(treedef, it)
 
@@ -98,11 +98,11 @@ def _build(td: TreeDef, it) -> Any:
     return None
 
 
-def tree_leaves(tree) -> list:
+def tree_leaves(tree: Any) -> list:
     return tree_flatten(tree)[0]
 
 
-def tree_map(fn: Callable, tree, *rest) -> Any:
+def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     """``fn`` over the leaves of ``tree`` and the matching leaves of each tree
     in ``rest``, which must have ``tree``'s structure (as
     ``jax.tree_util.tree_map`` requires); the result has ``tree``'s structure."""
@@ -156,7 +156,7 @@ def _steps(kind: str, aux, count: int) -> list[str]:
     return [f"[{i}]" for i in range(count)]
 
 
-def leaf_paths(tree, prefix: str) -> list[str]:
+def leaf_paths(tree: Any, prefix: str) -> list[str]:
     """A readable name per leaf, e.g. ``params['w']`` or ``state.mv``."""
     found = _children(tree)
     if found is None:

@@ -37,6 +37,7 @@ import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from ..ir.source import user_where
 from ..record import current_builder, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms import custom_jvp, custom_vjp, jvp, vjp
+from ..typing import Array, ArrayLike, PyTree
 
 BAD_INPUT = -1
 """``info`` where the residual is not finite or the bound is NaN: the
@@ -481,14 +483,18 @@ def _maxiter(name: str, maxiter, tol, atol, b) -> int:
     return steps
 
 
-def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
+def cg(A: ArrayLike | Callable[[Any], Any], b: PyTree, x0: PyTree = None, *,
+       tol: ArrayLike = 1e-5, atol: ArrayLike = 0.0, maxiter: int | None = None,
+       M: ArrayLike | Callable[[Any], Any] | None = None) -> tuple[PyTree, Array]:
     """JAX's ``cg``: ``A`` symmetric positive definite (and ``M`` too)."""
     loop = functools.partial(_options, functools.partial(cg_loop, plain=M is None), tol, atol,
                              _maxiter("cg", maxiter, tol, atol, b))
     return isolve(Method("cg", loop, symmetric=True), A, b, x0, M)
 
 
-def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
+def bicgstab(A: ArrayLike | Callable[[Any], Any], b: PyTree, x0: PyTree = None, *,
+             tol: ArrayLike = 1e-5, atol: ArrayLike = 0.0, maxiter: int | None = None,
+             M: ArrayLike | Callable[[Any], Any] | None = None) -> tuple[PyTree, Array]:
     """JAX's ``bicgstab``: any non-singular ``A``."""
     loop = functools.partial(_options, bicgstab_loop, tol, atol,
                              _maxiter("bicgstab", maxiter, tol, atol, b))
@@ -499,8 +505,10 @@ def _options(loop, tol, atol, maxiter, A, M, b, x0):
     return loop(A, M, b, x0, tol, atol, maxiter)
 
 
-def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None,
-          solve_method="incremental"):
+def gmres(A: ArrayLike | Callable[[Any], Any], b: PyTree, x0: PyTree = None, *,
+          tol: ArrayLike = 1e-5, atol: ArrayLike = 0.0, restart: int = 20,
+          maxiter: int | None = None, M: ArrayLike | Callable[[Any], Any] | None = None,
+          solve_method: str = "incremental") -> tuple[PyTree, Array]:
     """JAX's ``gmres``: any non-singular ``A``; ``restart`` Arnoldi steps a
     cycle, ``maxiter`` cycles (default 10 * size of b)."""
     if solve_method not in ("incremental", "batched"):

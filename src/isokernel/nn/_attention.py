@@ -10,13 +10,15 @@ from .. import numpy as inp
 from ..ir import DTypeError, ShapeError
 from ..ir.source import user_where
 from ..transforms import stop_gradient
+from ..typing import Array, ArrayLike
 from ._activations import softmax
 
 MASK_DTYPE = ("mask must be bool (True where a query may attend to a key); build it with a "
               "comparison, e.g. inp.arange(T)[:, None] >= inp.arange(S)[None, :]")
 
 
-def dot_product_attention(q, k, v, mask=None, *, scale=None, is_causal: bool = False):
+def dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike = None, *,
+                          scale: float | None = None, is_causal: bool = False) -> Array:
     """softmax(q kᵀ · scale) v over the last two axes; leading axes (batch,
     heads) broadcast. Shapes: q (..., T, D), k (..., S, D), v (..., S, Dv)
     -> (..., T, Dv); ``scale`` defaults to 1/sqrt(D). ``mask`` (bool,

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 from .. import numpy as inp
 from ..ir import ShapeError
 from ..ir.source import user_where
+from ..typing import Array, ArrayLike
 
 LETTERS = "hijklm"
 PADDING = ("padding is an int, one int or one (low, high) pair per spatial axis, or 'SAME' / "
@@ -76,7 +79,9 @@ def _batched(x, rank: int, name: str):
     return x, False
 
 
-def conv(x, w, stride=1, padding=0, dilation=1, groups: int = 1):
+def conv(x: ArrayLike, w: ArrayLike, stride: int | Sequence[int] = 1,
+         padding: int | str | Sequence[Any] = 0, dilation: int | Sequence[int] = 1,
+         groups: int = 1) -> Array:
     """Cross-correlation as PyTorch's ``conv1d``/``conv2d`` (bias-free;
     add ``b[:, None, None]``): x (N, C, *spatial), w (O, C // groups,
     *kernel) -> (N, O, *out). ``padding`` pads with zeros: an int, one per
@@ -129,7 +134,9 @@ def _pool(x, kernel_size, stride, padding, fill, name: str):
     return patches, unbatched
 
 
-def max_pool(x, kernel_size, stride=None, padding=0):
+def max_pool(x: ArrayLike, kernel_size: int | Sequence[int],
+             stride: int | Sequence[int] | None = None,
+             padding: int | str | Sequence[Any] = 0) -> Array:
     """PyTorch's ``max_pool1d``/``max_pool2d`` (x (N, C, *spatial); an int
     ``kernel_size`` means every spatial axis of a batched x): padding is
     -inf, ``stride`` defaults to ``kernel_size``. Where a window has tied
@@ -140,7 +147,9 @@ def max_pool(x, kernel_size, stride=None, padding=0):
     return y[0] if unbatched else y
 
 
-def avg_pool(x, kernel_size, stride=None, padding=0):
+def avg_pool(x: ArrayLike, kernel_size: int | Sequence[int],
+             stride: int | Sequence[int] | None = None,
+             padding: int | str | Sequence[Any] = 0) -> Array:
     """PyTorch's ``avg_pool1d``/``avg_pool2d`` with ``count_include_pad=True``:
     the window's sum (zero padding included) over the window's size."""
     patches, unbatched = _pool(x, kernel_size, stride, padding, 0.0, "avg_pool")

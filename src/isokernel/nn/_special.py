@@ -18,6 +18,7 @@ import math
 
 from .. import numpy as inp
 from ..transforms import custom_jvp
+from ..typing import Array, ArrayLike
 
 ERX = 8.45062911510467529297e-01
 PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
@@ -91,7 +92,7 @@ def _float(x):
 
 
 @custom_jvp
-def erf(x):
+def erf(x: ArrayLike) -> Array:
     """The error function, elementwise (fdlibm's algorithm, see the module)."""
     x = _float(x)
     ax = inp.abs(x)
@@ -112,7 +113,7 @@ def _erf_jvp(primals, tangents):
 
 
 @custom_jvp
-def erfc(x):
+def erfc(x: ArrayLike) -> Array:
     """The complementary error function 1 - erf(x), elementwise, accurate
     where it is tiny (fdlibm's algorithm, see the module)."""
     x = _float(x)

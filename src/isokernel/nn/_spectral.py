@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from .. import numpy as inp
 from ..ops import complex as _complex
+from ..typing import Array, ArrayLike
 
 
-def spectral_conv1d(x, w_real, w_imag, modes: int):
+def spectral_conv1d(x: ArrayLike, w_real: ArrayLike, w_imag: ArrayLike, modes: int) -> Array:
     """x (N, C, L) real -> (N, O, L): ``irfft`` of the first ``modes``
     frequencies of ``rfft(x)`` times the complex weights ``w_real + i
     w_imag`` (C, O, modes), the others zero. The weights come as two real
@@ -26,7 +27,8 @@ def spectral_conv1d(x, w_real, w_imag, modes: int):
     return inp.fft.irfft(full, n=n)
 
 
-def spectral_conv2d(x, w_real, w_imag, modes: tuple[int, int]):
+def spectral_conv2d(x: ArrayLike, w_real: ArrayLike, w_imag: ArrayLike,
+                    modes: tuple[int, int]) -> Array:
     """x (N, C, H, W) real -> (N, O, H, W): the 2-D layer. The kept
     frequencies are the first ``modes[0]`` and last ``modes[0]`` rows (the
     positive and negative ones along H) by the first ``modes[1]`` columns of

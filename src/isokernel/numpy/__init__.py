@@ -203,3 +203,29 @@ from . import (
     fft,  # noqa: F401
     linalg,  # noqa: F401
 )
+
+__all__ = [
+    "abs", "absolute", "add", "all", "amax", "amin", "angle", "any", "arange", "arccos", "arccosh",
+    "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "around",
+    "array", "array_split", "asarray", "astype", "at", "average", "bincount", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "bool_", "broadcast_to", "cbrt", "ceil", "clip",
+    "complex128", "complex64", "concatenate", "conj", "conjugate", "copysign", "cos", "cosh",
+    "count_nonzero", "cross", "cumprod", "cumsum", "deg2rad", "degrees", "diag", "diagonal",
+    "diff", "digitize", "divide", "dot", "e", "einsum", "empty", "empty_like", "equal", "exp",
+    "exp2", "expand_dims", "expm1", "eye", "fft", "flip", "float32", "float64", "floor",
+    "floor_divide", "fmod", "full", "full_like", "greater", "greater_equal", "heaviside", "hypot",
+    "identity", "imag", "inf", "inner", "int32", "int64", "interp", "invert", "isclose",
+    "iscomplexobj", "isfinite", "isinf", "isnan", "isrealobj", "kron", "left_shift", "less",
+    "less_equal", "lexsort", "linalg", "linspace", "log", "log10", "log1p", "log2", "logaddexp",
+    "logaddexp2", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "matmul",
+    "max", "maximum", "mean", "median", "meshgrid", "min", "minimum", "mod", "moveaxis",
+    "multiply", "nan", "nan_to_num", "nanmean", "nanmedian", "nanpercentile", "nanquantile",
+    "nansum", "ndim", "negative", "newaxis", "not_equal", "ones", "ones_like", "outer", "pad",
+    "percentile", "pi", "polyval", "positive", "power", "prod", "ptp", "quantile", "rad2deg",
+    "radians", "ravel", "real", "reciprocal", "remainder", "repeat", "reshape", "right_shift",
+    "rint", "roll", "round", "searchsorted", "shape", "sign", "signbit", "sin", "sinc", "sinh",
+    "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes",
+    "Table", "take", "take_along_axis", "tan", "tanh", "tensordot", "tile", "trace", "transpose",
+    "trapezoid", "tri", "tril", "triu", "true_divide", "trunc", "unique", "var", "vdot", "where",
+    "zeros", "zeros_like",
+]

@@ -15,6 +15,7 @@ stated bound). Real inputs of ``fft`` become complex in their precision
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ..ir import dtypes as _dt
 from ..ir.source import user_where
 from ..record import bind
 from ..record import frontend as F
+from ..typing import Array, ArrayLike, Axis
 
 NORMS = (None, "backward", "ortho", "forward")
 
@@ -125,81 +127,89 @@ def _many(a, s, axes, norm, kind, name):
                       kind in ("ifft", "irfft"))
 
 
-def fft(a, n=None, axis=-1, norm=None):
+def fft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     return _one(a, n, axis, norm, "fft", "fft")
 
 
-def ifft(a, n=None, axis=-1, norm=None):
+def ifft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     return _one(a, n, axis, norm, "ifft", "ifft")
 
 
-def rfft(a, n=None, axis=-1, norm=None):
+def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     return _one(a, n, axis, norm, "rfft", "rfft")
 
 
-def irfft(a, n=None, axis=-1, norm=None):
+def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     return _one(a, n, axis, norm, "irfft", "irfft")
 
 
-def fftn(a, s=None, axes=None, norm=None):
+def fftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+         norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "fft", "fftn")
 
 
-def ifftn(a, s=None, axes=None, norm=None):
+def ifftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "ifft", "ifftn")
 
 
-def rfftn(a, s=None, axes=None, norm=None):
+def rfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "rfft", "rfftn")
 
 
-def irfftn(a, s=None, axes=None, norm=None):
+def irfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+           norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "irfft", "irfftn")
 
 
-def fft2(a, s=None, axes=(-2, -1), norm=None):
+def fft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = (-2, -1),
+         norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "fft", "fft2")
 
 
-def ifft2(a, s=None, axes=(-2, -1), norm=None):
+def ifft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = (-2, -1),
+          norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "ifft", "ifft2")
 
 
-def rfft2(a, s=None, axes=(-2, -1), norm=None):
+def rfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = (-2, -1),
+          norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "rfft", "rfft2")
 
 
-def irfft2(a, s=None, axes=(-2, -1), norm=None):
+def irfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = (-2, -1),
+           norm: str | None = None) -> Array:
     return _many(a, s, axes, norm, "irfft", "irfft2")
 
 
 _SWAP = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
-def hfft(a, n=None, axis=-1, norm=None):
+def hfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """NumPy ``hfft``: the real spectrum of a Hermitian signal,
     ``irfft(conj(a), n)`` with the norm's direction swapped."""
     _norm(norm, "hfft")
     return irfft(F.conj(_complex(a)), n, axis, _SWAP[norm])
 
 
-def ihfft(a, n=None, axis=-1, norm=None):
+def ihfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """NumPy ``ihfft``: ``conj(rfft(a, n))`` with the norm's direction
     swapped."""
     _norm(norm, "ihfft")
     return F.conj(rfft(a, n, axis, _SWAP[norm]))
 
 
-def fftfreq(n: int, d: float = 1.0):
+def fftfreq(n: int, d: float = 1.0) -> Array:
     """NumPy ``fftfreq`` (a constant: ``n`` and ``d`` are static)."""
     return np.fft.fftfreq(int(n), d)
 
 
-def rfftfreq(n: int, d: float = 1.0):
+def rfftfreq(n: int, d: float = 1.0) -> Array:
     return np.fft.rfftfreq(int(n), d)
 
 
-def fftshift(x, axes=None):
+def fftshift(x: ArrayLike, axes: Axis = None) -> Array:
     """NumPy ``fftshift``: each axis rolled by half its length."""
     rank = len(F.shape(x))
     axes = list(range(rank)) if axes is None else (
@@ -208,7 +218,7 @@ def fftshift(x, axes=None):
     return F.roll(x, shifts, axes)
 
 
-def ifftshift(x, axes=None):
+def ifftshift(x: ArrayLike, axes: Axis = None) -> Array:
     rank = len(F.shape(x))
     axes = list(range(rank)) if axes is None else (
         [axes] if isinstance(axes, int) else list(axes))

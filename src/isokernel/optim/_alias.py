@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ._base import GradientTransformation, chain, identity
+from typing import Any
+
+from ._base import GradientTransformation, ScalarOrSchedule, chain, identity
 from ._lbfgs import scale_by_lbfgs, scale_by_zoom_linesearch
 from ._transform import (
     add_decayed_weights,
@@ -15,29 +17,32 @@ from ._transform import (
 )
 
 
-def sgd(learning_rate, momentum=None, nesterov: bool = False) -> GradientTransformation:
+def sgd(learning_rate: ScalarOrSchedule, momentum: float | None = None,
+        nesterov: bool = False) -> GradientTransformation:
     """Stochastic gradient descent, with optional (Nesterov) momentum."""
     first = identity() if momentum is None else trace(momentum, nesterov)
     return chain(first, scale_by_learning_rate(learning_rate))
 
 
-def adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, *,
-         nesterov: bool = False) -> GradientTransformation:
+def adam(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+         eps_root: float = 0.0, *, nesterov: bool = False) -> GradientTransformation:
     """Adam (Kingma and Ba, Algorithm 1, as optax and PyTorch)."""
     return chain(scale_by_adam(b1, b2, eps, eps_root, nesterov=nesterov),
                  scale_by_learning_rate(learning_rate))
 
 
-def adamw(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, weight_decay=1e-4,
-          mask=None, *, nesterov: bool = False) -> GradientTransformation:
+def adamw(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+          eps_root: float = 0.0, weight_decay: ScalarOrSchedule = 1e-4, mask: Any = None, *,
+          nesterov: bool = False) -> GradientTransformation:
     """Adam with decoupled weight decay (multiplied by the learning rate, as optax)."""
     return chain(scale_by_adam(b1, b2, eps, eps_root, nesterov=nesterov),
                  add_decayed_weights(weight_decay, mask),
                  scale_by_learning_rate(learning_rate))
 
 
-def rmsprop(learning_rate, decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt: bool = True,
-            centered: bool = False, momentum=None, nesterov: bool = False,
+def rmsprop(learning_rate: ScalarOrSchedule, decay: float = 0.9, eps: float = 1e-8,
+            initial_scale: float = 0.0, eps_in_sqrt: bool = True, centered: bool = False,
+            momentum: float | None = None, nesterov: bool = False,
             bias_correction: bool = False) -> GradientTransformation:
     """RMSProp (optax's defaults: ``eps`` inside the square root)."""
     scaling = scale_by_stddev if centered else scale_by_rms
@@ -49,8 +54,8 @@ def rmsprop(learning_rate, decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt: 
 _DEFAULT = object()
 
 
-def lbfgs(learning_rate=None, memory_size: int = 10, scale_init_precond: bool = True,
-          linesearch=_DEFAULT) -> GradientTransformation:
+def lbfgs(learning_rate: ScalarOrSchedule | None = None, memory_size: int = 10,
+          scale_init_precond: bool = True, linesearch: Any = _DEFAULT) -> GradientTransformation:
     """L-BFGS with optax's default zoom line search (20 steps, first guess 1);
     ``update(grads, state, params, value=value, grad=grads, value_fn=f)``."""
     if linesearch is _DEFAULT:

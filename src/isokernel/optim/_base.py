@@ -11,23 +11,29 @@ are pytrees of arrays (step counts are int32 arrays, as in optax).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 
 from .. import numpy as inp
 from ..ir.pytree import tree_map
 from ..record.tracer import Tracer
+from ..typing import ArrayLike, PyTree
 
 INT32_MAX = np.iinfo(np.int32).max
+
+Schedule: TypeAlias = Callable[[Any], Any]
+"""A schedule: the step count (an int32 array) to a scalar."""
+ScalarOrSchedule: TypeAlias = float | ArrayLike | Schedule
+"""A learning rate (or weight decay): a number, or a ``Schedule``."""
 
 
 class GradientTransformation(NamedTuple):
     """``init(params) -> state``; ``update(updates, state, params=None,
     **extra_args) -> (updates, new_state)``."""
 
-    init: Callable
-    update: Callable
+    init: Callable[[PyTree], PyTree]
+    update: Callable[..., tuple[PyTree, PyTree]]
     extra_args: bool = False  # update takes keyword arguments (value, grad, value_fn...)
 
 
@@ -83,7 +89,7 @@ def _call_update(t: GradientTransformation, updates, state, params, extra_args):
     return t.update(updates, state, params, **extra_args)
 
 
-def apply_updates(params, updates):
+def apply_updates(params: PyTree, updates: PyTree) -> PyTree:
     """``params + updates`` leaf by leaf, in each parameter's dtype."""
     return tree_map(lambda p, u: _as_dtype(array(inp.add(p, u)), p), params, updates)
 

@@ -9,6 +9,7 @@ with optax's to rounding rather than bit for bit."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -344,9 +345,10 @@ def _same_dtypes(new, old):
                     else inp.astype(x, inp.asarray(y).dtype), new, old)
 
 
-def scale_by_zoom_linesearch(max_linesearch_steps: int, max_learning_rate=None, tol=0.0,
-                             increase_factor=2.0, slope_rtol=1e-4, curv_rtol=0.9,
-                             approx_dec_rtol=1e-6, stepsize_precision=1e-5,
+def scale_by_zoom_linesearch(max_linesearch_steps: int, max_learning_rate: float | None = None,
+                             tol: float = 0.0, increase_factor: float = 2.0,
+                             slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
+                             approx_dec_rtol: float = 1e-6, stepsize_precision: float = 1e-5,
                              initial_guess_strategy: str = "keep") -> GradientTransformation:
     """The step size along ``updates`` satisfying the strong Wolfe conditions
     by optax's zoom search; ``update(updates, state, params, *, value, grad,
@@ -395,7 +397,7 @@ def _value_and_grad(value_fn, extra_args):
     return lambda p: vg(p, **extra_args)
 
 
-def value_and_grad_from_state(value_fn):
+def value_and_grad_from_state(value_fn: Callable[..., Any]) -> Callable[..., Any]:
     """``(value, grad)`` at ``params``: reused from the line search's state
     when it holds them (finite), else computed (optax's)."""
     vg = value_and_grad(value_fn)

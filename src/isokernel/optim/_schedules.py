@@ -7,23 +7,25 @@ are float32 computations here too; ``piecewise_constant_schedule`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .. import numpy as inp
+from ._base import Schedule
 
 f32 = np.float32
 
 
-def constant_schedule(value) -> Callable:
+def constant_schedule(value: float) -> Schedule:
     """``value`` at every step."""
     return lambda count: value
 
 
-def exponential_decay(init_value, transition_steps: int, decay_rate: float,
+def exponential_decay(init_value: float, transition_steps: int, decay_rate: float,
                       transition_begin: int = 0, staircase: bool = False,
-                      end_value=None) -> Callable:
+                      end_value: float | None = None) -> Schedule:
     """``init_value * decay_rate ** ((count - transition_begin) / transition_steps)``
     (the exponent floored with ``staircase``), clipped at ``end_value``."""
     if transition_steps <= 0 or decay_rate == 0:
@@ -42,8 +44,8 @@ def exponential_decay(init_value, transition_steps: int, decay_rate: float,
     return schedule
 
 
-def polynomial_schedule(init_value, end_value, power, transition_steps: int,
-                        transition_begin: int = 0) -> Callable:
+def polynomial_schedule(init_value: float, end_value: float, power: float, transition_steps: int,
+                        transition_begin: int = 0) -> Schedule:
     """From ``init_value`` to ``end_value`` as ``(1 - t)**power`` (float32, as in optax)."""
     if transition_steps <= 0:
         return lambda count: init_value
@@ -59,13 +61,14 @@ def polynomial_schedule(init_value, end_value, power, transition_steps: int,
     return schedule
 
 
-def linear_schedule(init_value, end_value, transition_steps: int,
-                    transition_begin: int = 0) -> Callable:
+def linear_schedule(init_value: float, end_value: float, transition_steps: int,
+                    transition_begin: int = 0) -> Schedule:
     """From ``init_value`` to ``end_value`` linearly over ``transition_steps``."""
     return polynomial_schedule(init_value, end_value, 1, transition_steps, transition_begin)
 
 
-def cosine_decay_schedule(init_value, decay_steps: int, alpha=0.0, exponent=1.0) -> Callable:
+def cosine_decay_schedule(init_value: float, decay_steps: int, alpha: float = 0.0,
+                          exponent: float = 1.0) -> Schedule:
     """``init_value * ((1 - alpha) * (0.5 * (1 + cos(pi * t / T)))**exponent + alpha)``."""
     if not decay_steps > 0:
         raise ValueError(f"optim.cosine_decay_schedule: decay_steps={decay_steps!r}; it must be "
@@ -81,7 +84,8 @@ def cosine_decay_schedule(init_value, decay_steps: int, alpha=0.0, exponent=1.0)
     return schedule
 
 
-def join_schedules(schedules, boundaries) -> Callable:
+def join_schedules(schedules: Sequence[Callable[[Any], Any]],
+                   boundaries: Sequence[int]) -> Schedule:
     """``schedules[i]`` from ``boundaries[i-1]`` on, each counting from its boundary."""
     def schedule(count):
         out = schedules[0](count)
@@ -106,8 +110,9 @@ def _python_float(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, np.generic)
 
 
-def warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps: int, decay_steps: int,
-                                 end_value=0.0, exponent=1.0) -> Callable:
+def warmup_cosine_decay_schedule(init_value: float, peak_value: float, warmup_steps: int,
+                                 decay_steps: int, end_value: float = 0.0,
+                                 exponent: float = 1.0) -> Schedule:
     """Linear warm-up from ``init_value`` to ``peak_value``, then cosine decay to
     ``end_value`` at ``decay_steps`` (float32 values, as optax's join gives)."""
     alpha = 0.0 if peak_value == 0.0 else end_value / peak_value
@@ -116,7 +121,8 @@ def warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps: int, deca
                                                  alpha, exponent)], [warmup_steps])
 
 
-def piecewise_constant_schedule(init_value, boundaries_and_scales=None) -> Callable:
+def piecewise_constant_schedule(init_value: float,
+                                boundaries_and_scales: dict[int, float] | None = None) -> Schedule:
     """``init_value`` times every ``scale`` whose boundary the count has passed."""
     if boundaries_and_scales is not None and any(
             s < 0.0 for s in boundaries_and_scales.values()):

@@ -6,7 +6,6 @@ scalar), so float64 updates are optax's bits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -14,10 +13,13 @@ import numpy as np
 from .. import numpy as inp
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..record.tracer import Tracer
+from ..typing import Array, ArrayLike, PyTree
 from ._base import (
     EmptyState,
     GradientTransformation,
     MaskedNode,
+    ScalarOrSchedule,
+    Schedule,
     array,
     full_like,
     init_empty_state,
@@ -124,7 +126,7 @@ def divide_by_scalar(t, s):
     return inp.multiply(t, inp.divide(1.0, s))
 
 
-def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, *,
+def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, eps_root: float = 0.0, *,
                   nesterov: bool = False) -> GradientTransformation:
     """Adam's rescaling, optax's ``scale_by_adam``."""
     def init(params):
@@ -154,7 +156,8 @@ def _rsqrt(x):
     return inp.divide(1.0, inp.sqrt(x))
 
 
-def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt: bool = True,
+def scale_by_rms(decay: float = 0.9, eps: float = 1e-8, initial_scale: float = 0.0,
+                 eps_in_sqrt: bool = True,
                  bias_correction_: bool = False) -> GradientTransformation:
     """Rescaling by the root mean square of past gradients (optax's)."""
     def init(params):
@@ -183,7 +186,8 @@ def _inv_root(n, eps, eps_in_sqrt: bool):
     return inp.divide(1, inp.add(inp.sqrt(n), eps))
 
 
-def scale_by_stddev(decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt: bool = True,
+def scale_by_stddev(decay: float = 0.9, eps: float = 1e-8, initial_scale: float = 0.0,
+                    eps_in_sqrt: bool = True,
                     bias_correction_: bool = False) -> GradientTransformation:
     """Rescaling by the standard deviation of past gradients (centered RMSProp)."""
     def init(params):
@@ -209,7 +213,7 @@ def scale_by_stddev(decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt: bool = 
     return GradientTransformation(init, update)
 
 
-def trace(decay, nesterov: bool = False) -> GradientTransformation:
+def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
     """Momentum: ``t = g + decay * t``; Nesterov's ``g + decay * t_new``."""
     def init(params):
         return TraceState(zeros_like(params))
@@ -225,14 +229,14 @@ def trace(decay, nesterov: bool = False) -> GradientTransformation:
     return GradientTransformation(init, update)
 
 
-def scale(step_size) -> GradientTransformation:
+def scale(step_size: ArrayLike) -> GradientTransformation:
     """Updates times a constant."""
     def update(updates, state, params=None):
         return tree_map(lambda g: inp.multiply(step_size, g), updates), state
     return GradientTransformation(init_empty_state, update)
 
 
-def scale_by_schedule(step_size_fn: Callable) -> GradientTransformation:
+def scale_by_schedule(step_size_fn: Schedule) -> GradientTransformation:
     """Updates times ``step_size_fn(count)``, cast to each update's dtype."""
     def init(params):
         return ScaleByScheduleState(zero_count())
@@ -244,7 +248,8 @@ def scale_by_schedule(step_size_fn: Callable) -> GradientTransformation:
     return GradientTransformation(init, update)
 
 
-def scale_by_learning_rate(learning_rate, *, flip_sign: bool = True) -> GradientTransformation:
+def scale_by_learning_rate(learning_rate: ScalarOrSchedule, *,
+                           flip_sign: bool = True) -> GradientTransformation:
     """``-learning_rate * updates``; ``learning_rate`` a number or a schedule."""
     m = -1 if flip_sign else 1
     if callable(learning_rate):
@@ -252,7 +257,8 @@ def scale_by_learning_rate(learning_rate, *, flip_sign: bool = True) -> Gradient
     return scale(m * learning_rate)
 
 
-def add_decayed_weights(weight_decay=0.0, mask=None) -> GradientTransformation:
+def add_decayed_weights(weight_decay: ScalarOrSchedule = 0.0,
+                        mask: Any = None) -> GradientTransformation:
     """``updates + weight_decay * params`` (a number or a schedule)."""
     def init(params):
         return WeightDecaySchedule(zero_count()) if callable(weight_decay) else EmptyState()
@@ -279,7 +285,7 @@ def _like(s, p):
     return inp.astype(s, p.dtype)
 
 
-def masked(inner: GradientTransformation, mask) -> GradientTransformation:
+def masked(inner: GradientTransformation, mask: Any) -> GradientTransformation:
     """``inner`` on the leaves where ``mask`` (a tree of bools of the
     parameters' structure, or a function of the parameters giving one) is
     True; the other updates pass unchanged."""
@@ -315,7 +321,7 @@ def _mask_tree(tree, flags):
     return tree_unflatten(treedef, [x if f else MaskedNode() for x, f in zip(leaves, flags)])
 
 
-def global_norm(updates):
+def global_norm(updates: PyTree) -> Array:
     """``sqrt`` of the sum over leaves (in leaf order) of each leaf's sum of
     squares. Each leaf's sum runs in isokernel's reduction order (NumPy's
     pairwise order on the reference); XLA's CPU order is its own."""
@@ -326,7 +332,7 @@ def global_norm(updates):
     return array(inp.sqrt(total))
 
 
-def clip_by_global_norm(max_norm) -> GradientTransformation:
+def clip_by_global_norm(max_norm: float) -> GradientTransformation:
     """Updates scaled by ``max_norm / norm`` where their global norm reaches
     ``max_norm`` (``t / norm * max_norm``, optax's order)."""
     def update(updates, state, params=None):

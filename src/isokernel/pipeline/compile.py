@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class Compiled:
         # the fast path hands host arrays straight over; device strategies convert
         self.plain_ok = lowered.device.kind == "cpu"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jitted = self.lowered.jitted
         names, dynamic, statics = jitted.split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
@@ -120,7 +121,7 @@ class Compiled:
             outs[k] = outs[k].copy()
         return self._unflatten(outs)
 
-    def measure(self, *args, **kwargs):
+    def measure(self, *args: Any, **kwargs: Any) -> Any:
         """Run once with live-buffer tracking (strategies that support it)."""
         names, dynamic, _ = self.lowered.jitted.split(args, kwargs)
         leaves, _ = tree_flatten(dynamic)

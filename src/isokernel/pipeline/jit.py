@@ -14,7 +14,9 @@ import functools
 import inspect
 import threading
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from ..transforms import prepare_for_execution
 from ..transforms.api import copy_identity
 from .compile import Compiled, Lowered, on_device
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 RETRACE_WARN_AFTER = 3
 NOMINAL_ROWS = 1024
 """The batch size a polymorphic ``ShapeDtype`` (axis 0 None) records at."""
@@ -37,10 +42,28 @@ class RetraceWarning(UserWarning):
     """A jitted function keeps being recorded again for new arguments."""
 
 
-def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
-        static_argnums=(), block=None, numerics: str | None = None,
+@overload
+def jit(fun: Callable[_P, _R], *, strategy: str = "auto", device: str | Device | None = None,
+        static_argnames: str | Iterable[str] = (), static_argnums: int | Iterable[int] = (),
+        block: int | str | None = None, numerics: str | None = None,
         deterministic_reductions: bool | None = None, polymorphic: bool | None = None,
-        **options):
+        **options: Any) -> Jitted[_P, _R]: ...
+
+
+@overload
+def jit(fun: None = None, *, strategy: str = "auto", device: str | Device | None = None,
+        static_argnames: str | Iterable[str] = (), static_argnums: int | Iterable[int] = (),
+        block: int | str | None = None, numerics: str | None = None,
+        deterministic_reductions: bool | None = None, polymorphic: bool | None = None,
+        **options: Any) -> Callable[[Callable[_P, _R]], Jitted[_P, _R]]: ...
+
+
+def jit(fun: Callable[_P, _R] | None = None, *, strategy: str = "auto",
+        device: str | Device | None = None, static_argnames: str | Iterable[str] = (),
+        static_argnums: int | Iterable[int] = (), block: int | str | None = None,
+        numerics: str | None = None, deterministic_reductions: bool | None = None,
+        polymorphic: bool | None = None,
+        **options: Any) -> Jitted[_P, _R] | Callable[[Callable[_P, _R]], Jitted[_P, _R]]:
     """Compile ``fun`` for the shapes and dtypes it is called with.
 
     ``strategy``: ``auto`` or the name of a registered strategy (``isokernel
@@ -80,9 +103,15 @@ def jit(fun=None, *, strategy: str = "auto", device=None, static_argnames=(),
                   numerics, deterministic_reductions, polymorphic)
 
 
-class Jitted:
-    def __init__(self, fun, strategy, device, static_argnames, static_argnums, options,
-                 block=None, numerics=None, deterministic_reductions=None, polymorphic=None):
+class Jitted(Generic[_P, _R]):
+    """``jit(fun)``: call it as ``fun``; ``lower(*args)`` records without
+    compiling (``.compile()`` the next step)."""
+
+    def __init__(self, fun: Callable[_P, _R], strategy: str, device: str | Device | None,
+                 static_argnames: str | Iterable[str], static_argnums: int | Iterable[int],
+                 options: dict[str, Any], block: int | str | None = None,
+                 numerics: str | None = None, deterministic_reductions: bool | None = None,
+                 polymorphic: bool | None = None) -> None:
         check_block(block)
         if polymorphic not in (None, True, False):
             raise ValueError(f"polymorphic must be None (automatic), True or False, got "
@@ -114,7 +143,7 @@ class Jitted:
         if not hasattr(self, "__name__"):  # a functools.partial, a callable object
             self.__name__ = _function_name(fun)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if current_builder() is not None:  # inside a recording: inline
             if self.numerics is None:
                 return self.fun(*args, **kwargs)
@@ -170,7 +199,7 @@ class Jitted:
                           f"row by row share compiled code across batch sizes",
                           RetraceWarning, stacklevel=4)
 
-    def lower(self, *args, **kwargs) -> Lowered:
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Record for these arguments without compiling; ``.graph`` is the
         recording, ``.compile()`` the next step. A ``ShapeDtype`` whose axis
         0 is None stands for any batch size: the call records at

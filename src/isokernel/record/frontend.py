@@ -12,12 +12,15 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..ir import DTypeError, Op, ShapeError, TracerError
 from ..ir import dtypes as _dt
 from ..ir.source import user_where
+from ..typing import Array, ArrayLike, Axis, DTypeLike, Shape
 from . import complex_parts as _complex_parts
 from . import portable as _portable
 from .tracer import Tracer, as_tracer, bind, current_builder
@@ -40,7 +43,7 @@ def _is_weak_scalar(x) -> bool:
     return isinstance(x, _PY_SCALARS) and not isinstance(x, np.generic)
 
 
-def dtype_of(x, name: str) -> tuple[np.dtype, bool]:
+def dtype_of(x: ArrayLike, name: str) -> tuple[np.dtype, bool]:
     """(dtype, weak) of an operand, rejecting what isokernel cannot compute
     (a ``DTypeError`` naming the function ``name``)."""
     if isinstance(x, Tracer):
@@ -114,7 +117,8 @@ def _common_shape(name: str, operands) -> tuple[int, ...]:
                          f"reshape or slice one so trailing axes match or are 1") from None
 
 
-def unify(name: str, operands, dtype: np.dtype | None = None):
+def unify(name: str, operands: Sequence[ArrayLike],
+          dtype: np.dtype | None = None) -> tuple[list[Array], bool]:
     """Operands cast to one dtype (``dtype``, else their common one) and
     broadcast to one shape; also returns whether every operand was a weak
     Python scalar."""
@@ -150,8 +154,9 @@ def _apply(op: Op, *operands):
     return bind(op, *operands)
 
 
-def _binary(op: Op, name: str, float_only: bool = False):
-    def fn(x, y):
+def _binary(op: Op, name: str,
+            float_only: bool = False) -> Callable[[ArrayLike, ArrayLike], Array]:
+    def fn(x: ArrayLike, y: ArrayLike) -> Array:
         common, _ = _result_dtype(name, (x, y))
         target = _dt.float_of(common) if float_only else None
         (x, y), all_weak = unify(name, (x, y), target)
@@ -161,8 +166,9 @@ def _binary(op: Op, name: str, float_only: bool = False):
     return fn
 
 
-def _unary(op: Op, name: str, float_only: bool = True, ints_identity: bool = False):
-    def fn(x):
+def _unary(op: Op, name: str, float_only: bool = True,
+           ints_identity: bool = False) -> Callable[[ArrayLike], Array]:
+    def fn(x: ArrayLike) -> Array:
         dtype, _ = dtype_of(x, name)
         if ints_identity and dtype in _dt.INTS:
             return x
@@ -174,16 +180,16 @@ def _unary(op: Op, name: str, float_only: bool = True, ints_identity: bool = Fal
     return fn
 
 
-def iscomplexobj(x) -> bool:
+def iscomplexobj(x: ArrayLike) -> bool:
     """NumPy ``iscomplexobj``: whether ``x`` has a complex dtype."""
     return dtype_of(x, "iscomplexobj")[0] in _dt.COMPLEX
 
 
-def isrealobj(x) -> bool:
+def isrealobj(x: ArrayLike) -> bool:
     return not iscomplexobj(x)
 
 
-def real(x):
+def real(x: ArrayLike) -> Array:
     """NumPy ``real``: the real part (a real value as it is)."""
     if not iscomplexobj(x):
         return x
@@ -191,7 +197,7 @@ def real(x):
     return _finish(bind(Op.REAL, x), all_weak)
 
 
-def imag(x):
+def imag(x: ArrayLike) -> Array:
     """NumPy ``imag``: the imaginary part (zeros for a real value)."""
     if not iscomplexobj(x):
         return zeros_like(x)
@@ -199,7 +205,7 @@ def imag(x):
     return _finish(bind(Op.IMAG, x), all_weak)
 
 
-def conj(x):
+def conj(x: ArrayLike) -> Array:
     """NumPy ``conj``: the complex conjugate (a real value as it is)."""
     if not iscomplexobj(x):
         return x
@@ -210,7 +216,7 @@ def conj(x):
 conjugate = conj
 
 
-def angle(z, deg: bool = False):
+def angle(z: ArrayLike, deg: bool = False) -> Array:
     """NumPy ``angle``: ``arctan2(imag, real)`` (radians, or degrees)."""
     if iscomplexobj(z):
         a = arctan2(imag(z), real(z))
@@ -220,7 +226,7 @@ def angle(z, deg: bool = False):
     return multiply(a, 180.0 / np.pi) if deg else a
 
 
-def complex_from(re, im):
+def complex_from(re: ArrayLike, im: ArrayLike) -> Array:
     """The complex value with parts ``re`` and ``im`` (one float dtype),
     exactly: JAX's ``lax.complex``."""
     (re, im), _ = unify("complex", (re, im))
@@ -273,13 +279,13 @@ arccosh = _unary(Op.ACOSH, "arccosh")
 arctanh = _unary(Op.ATANH, "arctanh")
 
 
-def positive(x):
+def positive(x: ArrayLike) -> Array:
     """``+x``: the operand itself."""
     dtype_of(x, "positive")
     return x
 
 
-def power(x, y):
+def power(x: ArrayLike, y: ArrayLike) -> Array:
     """``x ** y``. Python-scalar exponents 2, 0.5 and -1 take NumPy's own
     fast paths (x*x, sqrt, 1/x), so results match ``ndarray ** y`` bit for bit."""
     if _is_weak_scalar(y) and not isinstance(y, bool) and not _is_weak_scalar(x):
@@ -296,15 +302,15 @@ def power(x, y):
     return _finish(_apply(Op.POW, x, y), all_weak)
 
 
-def square(x):
+def square(x: ArrayLike) -> Array:
     return multiply(x, x)
 
 
-def reciprocal(x):
+def reciprocal(x: ArrayLike) -> Array:
     return divide(1.0, x)
 
 
-def round(x, decimals: int = 0):  # noqa: A001 - NumPy's name
+def round(x: ArrayLike, decimals: int = 0) -> Array:  # noqa: A001 - NumPy's name
     """Round half to even; ``decimals`` as NumPy does it (scale, rint, unscale)."""
     if decimals == 0:
         return rint(x)
@@ -315,7 +321,7 @@ def round(x, decimals: int = 0):  # noqa: A001 - NumPy's name
 around = round
 
 
-def hypot(x, y):
+def hypot(x: ArrayLike, y: ArrayLike) -> Array:
     """sqrt(x² + y²) without overflow: scaled by the larger magnitude; an
     infinite operand gives inf even when the other is NaN (C99)."""
     ax, ay = abs(_float(x, "hypot")), abs(_float(y, "hypot"))
@@ -330,7 +336,7 @@ def _float(x, name: str):
     return x if dtype in _dt.FLOATS else _to(x, _dt.float64)
 
 
-def clip(x, a_min=None, a_max=None):
+def clip(x: ArrayLike, a_min: ArrayLike = None, a_max: ArrayLike = None) -> Array:
     """``minimum(maximum(x, a_min), a_max)``, either bound optional."""
     if a_min is not None:
         x = maximum(x, a_min)
@@ -339,17 +345,17 @@ def clip(x, a_min=None, a_max=None):
     return x
 
 
-def isnan(x):
+def isnan(x: ArrayLike) -> Array:
     dtype, _ = dtype_of(x, "isnan")
     return not_equal(x, x) if dtype in _dt.FLOATS else _const_like(x, False)
 
 
-def isinf(x):
+def isinf(x: ArrayLike) -> Array:
     dtype, _ = dtype_of(x, "isinf")
     return equal(abs(x), inf) if dtype in _dt.FLOATS else _const_like(x, False)
 
 
-def isfinite(x):
+def isfinite(x: ArrayLike) -> Array:
     dtype, _ = dtype_of(x, "isfinite")
     return less(abs(x), inf) if dtype in _dt.FLOATS else _const_like(x, True)
 
@@ -361,8 +367,8 @@ def _const_like(x, value):
 # ------------------------------------------------------------- logical ops
 
 
-def _logical(op: Op, name: str):
-    def fn(x, y):
+def _logical(op: Op, name: str) -> Callable[[ArrayLike, ArrayLike], Array]:
+    def fn(x: ArrayLike, y: ArrayLike) -> Array:
         for v in (x, y):
             if dtype_of(v, name)[0] != bool_:
                 raise DTypeError(f"{name} at {user_where()}: expects bool operands, got "
@@ -377,7 +383,7 @@ logical_and = _logical(Op.AND, "logical_and")
 logical_or = _logical(Op.OR, "logical_or")
 
 
-def logical_xor(x, y):
+def logical_xor(x: ArrayLike, y: ArrayLike) -> Array:
     for v in (x, y):
         if dtype_of(v, "logical_xor")[0] != bool_:
             raise DTypeError(f"logical_xor at {user_where()}: expects bool operands; "
@@ -385,7 +391,7 @@ def logical_xor(x, y):
     return not_equal(x, y)
 
 
-def logical_not(x):
+def logical_not(x: ArrayLike) -> Array:
     if dtype_of(x, "logical_not")[0] != bool_:
         raise DTypeError(f"logical_not at {user_where()}: expects a bool operand; "
                          f"compare first, e.g. x == 0")
@@ -396,11 +402,11 @@ def logical_not(x):
 # ------------------------------------------------------------- bit operations
 
 
-def _bitwise(op: Op, name: str):
+def _bitwise(op: Op, name: str) -> Callable[[ArrayLike, ArrayLike], Array]:
     """NumPy's bitwise ufunc ``name`` on integers (two's complement) and, for
     ``&``, ``|``, ``^``, on bools, where it is the logical op; the op's shape
     rule refuses floats (and bools for shifts), naming the fix."""
-    def fn(x, y):
+    def fn(x: ArrayLike, y: ArrayLike) -> Array:
         (x, y), all_weak = unify(name, (x, y))
         return _finish(bind(op, x, y), all_weak)
     fn.__name__ = fn.__qualname__ = name
@@ -415,7 +421,7 @@ left_shift = _bitwise(Op.SHIFT_LEFT, "left_shift")
 right_shift = _bitwise(Op.SHIFT_RIGHT, "right_shift")
 
 
-def invert(x):
+def invert(x: ArrayLike) -> Array:
     """Elementwise ``numpy.invert`` (``~``): the bits complemented on integers,
     ``logical_not`` on bools."""
     (x,), all_weak = unify("invert", (x,))
@@ -425,7 +431,7 @@ def invert(x):
 bitwise_not = invert
 
 
-def where(condition, x, y):
+def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Array:
     """``x`` where ``condition`` holds, else ``y``. Both sides are computed
     (it is a select, not a branch)."""
     if dtype_of(condition, "where")[0] != bool_:
@@ -451,12 +457,12 @@ def _prepare_mixed(name: str, operands):
 # -------------------------------------------------------------- conversions
 
 
-def astype(x, dtype):
+def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
     """``x`` converted to ``dtype`` (an explicit cast: the only kind there is)."""
     return _to(x, _dt.canonical(dtype))
 
 
-def asarray(x, dtype=None):
+def asarray(x: ArrayLike, dtype: DTypeLike = None) -> Array:
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, np.ma.MaskedArray):
@@ -466,11 +472,11 @@ def asarray(x, dtype=None):
     return array
 
 
-def shape(x) -> tuple[int, ...]:
+def shape(x: ArrayLike) -> tuple[int, ...]:
     return tuple(_shape_of(x))
 
 
-def ndim(x) -> int:
+def ndim(x: ArrayLike) -> int:
     return len(_shape_of(x))
 
 
@@ -493,8 +499,12 @@ def _axes(axis, rank: int, name: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _reduce(op: Op, name: str):
-    def fn(x, axis=None, keepdims: bool = False):
+class _Reduction(Protocol):
+    def __call__(self, x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array: ...
+
+
+def _reduce(op: Op, name: str) -> _Reduction:
+    def fn(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
         dtype, weak = dtype_of(x, name)
         if dtype == bool_:
             x, dtype = _to(x, int64), int64
@@ -520,7 +530,7 @@ max = amax = _reduce(Op.REDUCE_MAX, "max")  # noqa: A001
 min = amin = _reduce(Op.REDUCE_MIN, "min")  # noqa: A001
 
 
-def mean(x, axis=None, keepdims: bool = False):
+def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """``sum / count`` in the operand's float dtype (NumPy's own definition)."""
     x = _float(x, "mean")
     axes = _axes(axis, len(_shape_of(x)), "mean")
@@ -528,7 +538,7 @@ def mean(x, axis=None, keepdims: bool = False):
     return divide(sum(x, axes, keepdims), float(count))
 
 
-def logsumexp(x, axis=None, keepdims: bool = False):
+def logsumexp(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """log(sum(exp(x))) without overflow: the maximum is subtracted before
     exp and added back after log (a slice whose maximum is ±inf shifts by
     0, so all -inf gives -inf and +inf gives +inf)."""
@@ -558,7 +568,7 @@ def _resolve_shape(size: int, new_shape, name: str) -> tuple[int, ...]:
     return tuple(new_shape)
 
 
-def reshape(x, newshape):
+def reshape(x: ArrayLike, newshape: Shape) -> Array:
     old = _shape_of(x)
     size = int(np.prod(old, dtype=np.int64))
     new = _resolve_shape(size, newshape, "reshape")
@@ -575,11 +585,11 @@ def _operand(x, name: str):
     return np.asarray(x, dtype=dtype)
 
 
-def ravel(x):
+def ravel(x: ArrayLike) -> Array:
     return reshape(x, (-1,))
 
 
-def transpose(x, axes=None):
+def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     rank = len(_shape_of(x))
     perm = tuple(reversed(range(rank))) if axes is None else tuple(
         operator.index(a) % rank if rank else a for a in axes)
@@ -588,7 +598,7 @@ def transpose(x, axes=None):
     return bind(Op.TRANSPOSE, _operand(x, "transpose"), perm=perm)
 
 
-def swapaxes(x, axis1: int, axis2: int):
+def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
     rank = len(_shape_of(x))
     perm = list(range(rank))
     a, b = _axes(axis1, rank, "swapaxes")[0], _axes(axis2, rank, "swapaxes")[0]
@@ -596,7 +606,7 @@ def swapaxes(x, axis1: int, axis2: int):
     return transpose(x, perm)
 
 
-def broadcast_to(x, shape):
+def broadcast_to(x: ArrayLike, shape: Shape) -> Array:
     shape = tuple(operator.index(d) for d in ((shape,) if isinstance(shape, int) else shape))
     old = _shape_of(x)
     if len(old) > len(shape) or np.broadcast_shapes(old, shape) != shape:
@@ -605,7 +615,7 @@ def broadcast_to(x, shape):
     return _broadcast_to_shape(_operand(x, "broadcast_to"), shape)
 
 
-def expand_dims(x, axis):
+def expand_dims(x: ArrayLike, axis: Axis) -> Array:
     old = _shape_of(x)
     rank = len(old) + (len(axis) if isinstance(axis, (tuple, list)) else 1)
     axes = _axes(axis, rank, "expand_dims")
@@ -613,7 +623,7 @@ def expand_dims(x, axis):
     return reshape(x, tuple(1 if i in axes else next(it) for i in range(rank)))
 
 
-def squeeze(x, axis=None):
+def squeeze(x: ArrayLike, axis: Axis = None) -> Array:
     old = _shape_of(x)
     if axis is None:
         axes = tuple(i for i, d in enumerate(old) if d == 1)
@@ -625,7 +635,7 @@ def squeeze(x, axis=None):
     return reshape(x, tuple(d for i, d in enumerate(old) if i not in axes))
 
 
-def concatenate(arrays, axis=0):
+def concatenate(arrays: Iterable[ArrayLike], axis: int | None = 0) -> Array:
     arrays = list(arrays)
     if not arrays:
         raise ValueError(f"concatenate at {user_where()}: needs at least one array")
@@ -654,7 +664,7 @@ def _same_recording(operands):
     return operands
 
 
-def stack(arrays, axis=0):
+def stack(arrays: Iterable[ArrayLike], axis: int = 0) -> Array:
     arrays = list(arrays)
     if not arrays:
         raise ValueError(f"stack at {user_where()}: needs at least one array")
@@ -665,7 +675,7 @@ def stack(arrays, axis=0):
     return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
 
 
-def pad(x, pad_width, constant_values=0):
+def pad(x: ArrayLike, pad_width: Any, constant_values: ArrayLike = 0) -> Array:
     """Constant padding: ``pad_width`` as NumPy's (an int, a pair, or a pair
     per axis)."""
     old = _shape_of(x)
@@ -676,12 +686,12 @@ def pad(x, pad_width, constant_values=0):
                 hi=tuple(int(b) for b in widths[:, 1]), interior=(0,) * len(old))
 
 
-def flip(x, axis=None):
+def flip(x: ArrayLike, axis: Axis = None) -> Array:
     axes = _axes(axis, len(_shape_of(x)), "flip")
     return bind(Op.REV, _operand(x, "flip"), axes=axes) if axes else x
 
 
-def getitem(x, key):
+def getitem(x: ArrayLike, key: Any) -> Array:
     """Indexing: integers, slices (any step), ``None`` and ``...``; integer
     arrays (NumPy's advanced indexing; an index out of range is clamped, as
     JAX's, with no derivative: ``record.indexing``)."""
@@ -760,7 +770,7 @@ def _apply_index(x, old, reverse, starts, limits, strides, out_shape):
 # --------------------------------------------------------- linear algebra
 
 
-def matmul(a, b):
+def matmul(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``matmul``: 1-D operands promoted and squeezed, batch axes
     broadcast."""
     dtype, _ = _result_dtype("matmul", (a, b))
@@ -785,7 +795,7 @@ def matmul(a, b):
     return reshape(out, shape_out)
 
 
-def dot(a, b):
+def dot(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``dot``: scalars multiply; otherwise the last axis of ``a``
     contracts with the second-to-last (or only) axis of ``b``."""
     if not _shape_of(a) or not _shape_of(b):
@@ -807,7 +817,7 @@ def _shape_arg(shape) -> tuple[int, ...]:
     return tuple(operator.index(d) for d in ((shape,) if isinstance(shape, int) else shape))
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape: Shape, fill_value: ArrayLike, dtype: DTypeLike = None) -> Array:
     """An array of ``shape`` filled with ``fill_value``. Inside a recording it
     is a broadcast of one scalar, never a materialized constant."""
     shape = _shape_arg(shape)
@@ -818,33 +828,35 @@ def full(shape, fill_value, dtype=None):
     return np.full(shape, value, dtype=dtype)
 
 
-def zeros(shape, dtype=float64):
+def zeros(shape: Shape, dtype: DTypeLike = float64) -> Array:
     return full(shape, 0, dtype)
 
 
-def ones(shape, dtype=float64):
+def ones(shape: Shape, dtype: DTypeLike = float64) -> Array:
     return full(shape, 1, dtype)
 
 
-def full_like(x, fill_value, dtype=None):
+def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None) -> Array:
     return full(_shape_of(x), fill_value, dtype_of(x, "full_like")[0] if dtype is None else dtype)
 
 
-def zeros_like(x, dtype=None):
+def zeros_like(x: ArrayLike, dtype: DTypeLike = None) -> Array:
     return full_like(x, 0, dtype)
 
 
-def ones_like(x, dtype=None):
+def ones_like(x: ArrayLike, dtype: DTypeLike = None) -> Array:
     return full_like(x, 1, dtype)
 
 
-def arange(start, stop=None, step=1, dtype=None):
+def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = 1,
+           dtype: DTypeLike = None) -> Array:
     """NumPy ``arange`` (a constant: its bounds are static)."""
     values = np.arange(start, stop, step) if stop is not None else np.arange(start)
     return asarray(values, dtype if dtype is not None else _dt.canonical(values.dtype))
 
 
-def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=float64):
+def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
+             dtype: DTypeLike = float64) -> Array:
     """NumPy ``linspace`` (a constant: its bounds are static)."""
     return np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt.canonical(dtype))
 
@@ -902,19 +914,20 @@ def _zero_of(x):
     return -0.0 if dtype_of(x, "cumsum")[0] in _dt.FLOATS else 0
 
 
-def cumsum(a, axis=None, dtype=None):
+def cumsum(a: ArrayLike, axis: Axis = None, dtype: DTypeLike = None) -> Array:
     """NumPy ``cumsum``. Integer results are NumPy's; float sums are added
     in a log-depth tree (log2(n) shifted adds), not left to right as NumPy
     does, so they can differ from NumPy's in the last bits."""
     return _scan(a, axis, dtype, "cumsum", add, _zero_of)
 
 
-def cumprod(a, axis=None, dtype=None):
+def cumprod(a: ArrayLike, axis: Axis = None, dtype: DTypeLike = None) -> Array:
     """NumPy ``cumprod``, multiplied in a log-depth tree (see ``cumsum``)."""
     return _scan(a, axis, dtype, "cumprod", multiply, lambda x: 1)
 
 
-def var(a, axis=None, dtype=None, ddof=0, keepdims: bool = False):
+def var(a: ArrayLike, axis: Axis = None, dtype: DTypeLike = None, ddof: int = 0,
+        keepdims: bool = False) -> Array:
     """NumPy ``var``: the mean as ``sum / count``, then the sum of squared
     deviations over ``count - ddof`` (NumPy's operations, in its order)."""
     x = _float(a if dtype is None else astype(a, dtype), "var")
@@ -925,13 +938,14 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims: bool = False):
     return divide(total, float(builtins.max(count - ddof, 0)))
 
 
-def std(a, axis=None, dtype=None, ddof=0, keepdims: bool = False):
+def std(a: ArrayLike, axis: Axis = None, dtype: DTypeLike = None, ddof: int = 0,
+        keepdims: bool = False) -> Array:
     """NumPy ``std``: ``sqrt(var)``. Its derivative is infinite (NaN in a
     gradient) where the variance is zero, as ``sqrt``'s is at 0."""
     return sqrt(var(a, axis, dtype, ddof, keepdims))
 
 
-def outer(a, b):
+def outer(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``outer``: ``ravel(a)[:, None] * ravel(b)[None, :]``."""
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
@@ -947,7 +961,7 @@ def _contract_axes(axes, ra: int, rb: int):
             tuple(_axis1(i, rb, "tensordot") for i in right))
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     """NumPy ``tensordot``: one ``dot_general`` (NumPy's matmul on the CPU)."""
     dtype, _ = _result_dtype("tensordot", (a, b))
     a, b = _same_recording([_to(_operand_or_scalar(a), dtype), _to(_operand_or_scalar(b), dtype)])
@@ -959,7 +973,8 @@ def tensordot(a, b, axes=2):
     return bind(Op.DOT_GENERAL, a, b, contracting=(ca, cb), batch=((), ()))
 
 
-def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
+def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: ArrayLike = None,
+         append: ArrayLike = None) -> Array:
     """NumPy ``diff``: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times."""
     x = _operand(a, "diff")
     axis = _axis1(axis, len(_shape_of(x)), "diff")
@@ -981,7 +996,7 @@ def _edge(value, x, axis: int):
     return full(shape, value, dtype_of(x, "diff")[0])
 
 
-def trapezoid(y, x=None, dx=1.0, axis: int = -1):
+def trapezoid(y: ArrayLike, x: ArrayLike = None, dx: float = 1.0, axis: int = -1) -> Array:
     """NumPy ``trapezoid``: ``sum(d * (y[1:] + y[:-1]) / 2)`` along ``axis``."""
     y = _float(_operand(y, "trapezoid"), "trapezoid")
     rank = len(_shape_of(y))
@@ -998,7 +1013,7 @@ def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     return sum(divide(multiply(d, pair), 2.0), axis)
 
 
-def roll(a, shift, axis=None):
+def roll(a: ArrayLike, shift: int | Sequence[int], axis: Axis = None) -> Array:
     """NumPy ``roll``: two slices concatenated per rolled axis."""
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _shape_of(a))
@@ -1015,7 +1030,7 @@ def roll(a, shift, axis=None):
     return x
 
 
-def tile(a, reps):
+def tile(a: ArrayLike, reps: int | Sequence[int]) -> Array:
     """NumPy ``tile``: a broadcast over new interleaved axes and a reshape."""
     x = _operand(a, "tile")
     reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
@@ -1028,7 +1043,7 @@ def tile(a, reps):
     return reshape(out, tuple(r * s for r, s in zip(reps, shape)))
 
 
-def repeat(a, repeats, axis=None):
+def repeat(a: ArrayLike, repeats: int | Sequence[int], axis: Axis = None) -> Array:
     """NumPy ``repeat`` with static ``repeats`` (an int, or one per element)."""
     x, axis = _flat_or_axis(a, axis, "repeat")
     shape = list(_shape_of(x))
@@ -1046,7 +1061,7 @@ def repeat(a, repeats, axis=None):
     return concatenate(parts, axis) if parts else _index_along(x, axis, slice(0, 0))
 
 
-def moveaxis(a, source, destination):
+def moveaxis(a: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Array:
     """NumPy ``moveaxis``: one transpose."""
     rank = len(_shape_of(a))
     src = source if isinstance(source, (tuple, list)) else (source,)
@@ -1068,7 +1083,7 @@ def _diagonal_span(n: int, m: int, k: int) -> tuple[int, int]:
     return (k if k >= 0 else -k * m), count
 
 
-def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
+def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
     """NumPy ``diagonal``: the diagonal becomes the last axis (a strided
     slice of the flattened pair of axes)."""
     x = _operand(a, "diagonal")
@@ -1098,7 +1113,7 @@ def _place_diagonal(v, n: int, m: int, k: int):
     return reshape(flat, (n, m))
 
 
-def diag(v, k: int = 0):
+def diag(v: ArrayLike, k: int = 0) -> Array:
     """NumPy ``diag``: a 1-D operand becomes a square matrix with it on the
     ``k``-th diagonal; a 2-D operand gives its ``k``-th diagonal."""
     rank = len(_shape_of(v))
@@ -1111,7 +1126,7 @@ def diag(v, k: int = 0):
     return _place_diagonal(v, size, size, operator.index(k))
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype=float64):
+def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike = float64) -> Array:
     """NumPy ``eye``. Inside a recording a broadcast one padded onto the
     diagonal, never a materialized constant."""
     dtype = _dt.canonical(dtype)
@@ -1122,25 +1137,26 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=float64):
     return _place_diagonal(ones((count,), dtype), N, M, k)
 
 
-def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None):
+def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1,
+          dtype: DTypeLike = None) -> Array:
     """NumPy ``trace``: the sum of ``diagonal``."""
     d = diagonal(a, offset, axis1, axis2)
     return sum(d if dtype is None else astype(d, dtype), -1)
 
 
-def tril(m, k: int = 0):
+def tril(m: ArrayLike, k: int = 0) -> Array:
     """NumPy ``tril``: ``where(tri(k), m, 0)`` over the last two axes."""
     *_, rows, cols = _shape_of(m)
     return where(np.tri(rows, cols, k, dtype=bool), m, 0)
 
 
-def triu(m, k: int = 0):
+def triu(m: ArrayLike, k: int = 0) -> Array:
     """NumPy ``triu``: ``where(tri(k - 1), 0, m)`` over the last two axes."""
     *_, rows, cols = _shape_of(m)
     return where(np.tri(rows, cols, k - 1, dtype=bool), 0, m)
 
 
-def kron(a, b):
+def kron(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``kron``: a broadcast product over interleaved axes, reshaped."""
     ra, rb = len(_shape_of(a)), len(_shape_of(b))
     if ra == 0 or rb == 0:
@@ -1153,7 +1169,8 @@ def kron(a, b):
     return reshape(multiply(wide_a, wide_b), tuple(x * y for x, y in zip(sa, sb)))
 
 
-def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
+def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+          axis: Axis = None) -> Array:
     """NumPy ``cross`` of 3-vectors (``a1*b2 - a2*b1`` ..., NumPy's own
     operations), or of 2-vectors (the z component)."""
     if axis is not None:
@@ -1175,7 +1192,7 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
     return moveaxis(out, -1, axisc)
 
 
-def polyval(p, x):
+def polyval(p: ArrayLike, x: ArrayLike) -> Array:
     """NumPy ``polyval``: Horner's rule from ``zeros_like(x)``, as NumPy."""
     coefficients = [p[i] for i in range(_shape_of(p)[0])] if _shape_of(p) else [p]
     dtype, _ = _result_dtype("polyval", [x] + coefficients)
@@ -1185,7 +1202,7 @@ def polyval(p, x):
     return y
 
 
-def logaddexp(x1, x2):
+def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Array:
     """log(exp(x1) + exp(x2)) without overflow: ``max + log1p(exp(-|x1 - x2|))``
     (equal infinities give themselves). NumPy evaluates the same formula; its
     scalar ``exp``/``log1p`` may differ from the vectorized ones by an ulp."""
@@ -1195,7 +1212,8 @@ def logaddexp(x1, x2):
     return where(isnan(delta), add(x1, x2), out)
 
 
-def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf=None, neginf=None):
+def nan_to_num(x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Array:
     """NumPy ``nan_to_num``: NaN, +inf and -inf replaced (by default with 0
     and the dtype's largest finite magnitudes)."""
     dtype, _ = dtype_of(x, "nan_to_num")
@@ -1207,7 +1225,7 @@ def nan_to_num(x, copy: bool = True, nan: float = 0.0, posinf=None, neginf=None)
     return where(equal(x, -inf), -big if neginf is None else neginf, x)
 
 
-def fmod(x1, x2):
+def fmod(x1: ArrayLike, x2: ArrayLike) -> Array:
     """C's ``fmod`` (the remainder takes the dividend's sign), exact:
     ``copysign(remainder(|x1|, |x2|), x1)`` (for positive operands NumPy's
     ``remainder`` is ``fmod``)."""
@@ -1224,7 +1242,7 @@ def _abs_one_at_zero(x):
     return where(greater_equal(x, 0), x, negative(x))
 
 
-def split(ary, indices_or_sections, axis: int = 0):
+def split(ary: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Array]:
     """NumPy ``split``: static slices along ``axis``."""
     n = _shape_of(ary)[_axis1(axis, len(_shape_of(ary)), "split")]
     if isinstance(indices_or_sections, (int, np.integer)) and n % indices_or_sections:
@@ -1233,7 +1251,8 @@ def split(ary, indices_or_sections, axis: int = 0):
     return array_split(ary, indices_or_sections, axis)
 
 
-def array_split(ary, indices_or_sections, axis: int = 0):
+def array_split(ary: ArrayLike, indices_or_sections: int | Sequence[int],
+                axis: int = 0) -> list[Array]:
     """NumPy ``array_split``: like ``split``, sections may differ by one."""
     x = _operand(ary, "array_split")
     axis = _axis1(axis, len(_shape_of(x)), "array_split")
@@ -1249,7 +1268,8 @@ def array_split(ary, indices_or_sections, axis: int = 0):
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False,
+             indexing: str = "xy") -> tuple[Array, ...]:
     """NumPy ``meshgrid`` (a tuple; broadcasts unless ``sparse``)."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid at {user_where()}: indexing must be 'xy' or 'ij', "
@@ -1266,12 +1286,14 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
     return tuple(broadcast_to(x, shape) for x in out)
 
 
-def any(a, axis=None, keepdims: bool = False):  # noqa: A001 - NumPy's name
+def any(a: ArrayLike, axis: Axis = None,  # noqa: A001 - NumPy's name
+        keepdims: bool = False) -> Array:
     """NumPy ``any``: whether some element is nonzero (a max of 0/1)."""
     return greater(max(_truth(a, "any"), axis, keepdims), 0)
 
 
-def all(a, axis=None, keepdims: bool = False):  # noqa: A001 - NumPy's name
+def all(a: ArrayLike, axis: Axis = None,  # noqa: A001 - NumPy's name
+        keepdims: bool = False) -> Array:
     """NumPy ``all``: whether every element is nonzero (a min of 0/1)."""
     return greater(min(_truth(a, "all"), axis, keepdims), 0)
 
@@ -1301,18 +1323,19 @@ def _arg_extreme(a, axis, keepdims: bool, reduce, name: str):
     return out
 
 
-def argmax(a, axis=None, keepdims: bool = False):
+def argmax(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``argmax`` on a static axis (int64 indices; ties and NaN as
     NumPy: the first)."""
     return _arg_extreme(a, axis, keepdims, max, "argmax")
 
 
-def argmin(a, axis=None, keepdims: bool = False):
+def argmin(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``argmin`` on a static axis (see ``argmax``)."""
     return _arg_extreme(a, axis, keepdims, min, "argmin")
 
 
-def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+def isclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Array:
     """NumPy ``isclose``: ``|a - b| <= atol + rtol * |b|``; equal infinities
     are close."""
     close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
@@ -1322,7 +1345,8 @@ def isclose(a, b, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = Fa
     return close
 
 
-def interp(x, xp, fp, left=None, right=None, period=None):
+def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike = None,
+           right: ArrayLike = None, period: ArrayLike = None) -> Array:
     """NumPy ``interp`` for increasing ``xp``: the interval of each ``x`` is
     found by comparisons with every ``xp`` and picked out by selects, then
     ``slope * (x - xp[j]) + fp[j]`` as NumPy computes it (same bits, except
@@ -1364,7 +1388,7 @@ def _interp_inside(x, xp, fp, m: int, left, right):
     return where(isnan(x), x, out)
 
 
-def einsum(subscripts: str, *operands, optimize=None):
+def einsum(subscripts: str, *operands: ArrayLike, optimize: Any = None) -> Array:
     """NumPy ``einsum`` with static subscripts, lowered to diagonals, sums,
     ``dot_general`` (left to right, one per operand pair) and a transpose.
     Contractions run through NumPy's matmul, so sums may be ordered unlike
@@ -1443,7 +1467,7 @@ def _einsum_pair(a, la, b, lb, later: set):
     return out, batch + free_a + free_b
 
 
-def array(object, dtype=None):  # noqa: A002 - NumPy's name
+def array(object: ArrayLike, dtype: DTypeLike = None) -> Array:  # noqa: A002 - NumPy's name
     """NumPy ``array``: ``asarray`` (values are never mutated, so no copy); nested
     lists holding traced values are stacked level by level."""
     if _holds_tracer(object):
@@ -1460,7 +1484,7 @@ LOG2E = 1.4426950408889634  # NumPy's NPY_LOG2E
 copysign = _binary(Op.COPYSIGN, "copysign", float_only=True)
 
 
-def signbit(x):
+def signbit(x: ArrayLike) -> Array:
     """NumPy ``signbit``: the sign bit (set for -0.0 and negative NaNs)."""
     dtype, _ = dtype_of(x, "signbit")
     if dtype not in _dt.FLOATS:
@@ -1468,19 +1492,19 @@ def signbit(x):
     return less(copysign(1.0, x), 0.0)
 
 
-def heaviside(x1, x2):
+def heaviside(x1: ArrayLike, x2: ArrayLike) -> Array:
     """NumPy ``heaviside``: 0 below zero, 1 above, ``x2`` at zero, NaN at NaN."""
     x1 = _float(x1, "heaviside")
     step = where(less(x1, 0.0), 0.0, where(greater(x1, 0.0), 1.0, x2))
     return where(isnan(x1), x1, step)
 
 
-def deg2rad(x):
+def deg2rad(x: ArrayLike) -> Array:
     """NumPy ``deg2rad``: ``x * (pi / 180)``."""
     return multiply(_float(x, "deg2rad"), math.pi / 180.0)
 
 
-def rad2deg(x):
+def rad2deg(x: ArrayLike) -> Array:
     """NumPy ``rad2deg``: ``x * (180 / pi)``."""
     return multiply(_float(x, "rad2deg"), 180.0 / math.pi)
 
@@ -1488,14 +1512,14 @@ def rad2deg(x):
 radians, degrees = deg2rad, rad2deg
 
 
-def sinc(x):
+def sinc(x: ArrayLike) -> Array:
     """NumPy ``sinc``: ``sin(pi y) / (pi y)`` with y = 1e-20 at 0, as NumPy."""
     x = _float(x, "sinc")
     y = multiply(math.pi, where(equal(x, 0.0), 1.0e-20, x))
     return divide(sin(y), y)
 
 
-def logaddexp2(x1, x2):
+def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Array:
     """log2(2**x1 + 2**x2) without overflow (see ``logaddexp``)."""
     x1, x2 = _float(x1, "logaddexp2"), _float(x2, "logaddexp2")
     delta = subtract(x1, x2)
@@ -1503,64 +1527,65 @@ def logaddexp2(x1, x2):
     return where(isnan(delta), add(x1, x2), add(maximum(x1, x2), tail))
 
 
-def inner(a, b):
+def inner(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``inner``: the last axes contracted (one ``dot_general``)."""
     if not _shape_of(a) or not _shape_of(b):
         return multiply(a, b)
     return tensordot(a, b, ((len(_shape_of(a)) - 1,), (len(_shape_of(b)) - 1,)))
 
 
-def vdot(a, b):
+def vdot(a: ArrayLike, b: ArrayLike) -> Array:
     """NumPy ``vdot`` of real arrays: ``dot(ravel(a), ravel(b))``."""
     return dot(ravel(a), ravel(b))
 
 
-def identity(n: int, dtype=float64):
+def identity(n: int, dtype: DTypeLike = float64) -> Array:
     """NumPy ``identity``: ``eye(n)``."""
     return eye(n, dtype=dtype)
 
 
-def tri(N: int, M: int | None = None, k: int = 0, dtype=float64):
+def tri(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike = float64) -> Array:
     """NumPy ``tri`` (a constant: its shape is static)."""
     return asarray(np.tri(N, M, k), _dt.canonical(dtype))
 
 
-def empty(shape, dtype=float64):
+def empty(shape: Shape, dtype: DTypeLike = float64) -> Array:
     """Zeros: isokernel has no uninitialized memory."""
     return zeros(shape, dtype)
 
 
-def empty_like(x, dtype=None):
+def empty_like(x: ArrayLike, dtype: DTypeLike = None) -> Array:
     """Zeros like ``x``: isokernel has no uninitialized memory."""
     return zeros_like(x, dtype)
 
 
-def count_nonzero(a, axis=None, keepdims: bool = False):
+def count_nonzero(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``count_nonzero``: an int64 count of the nonzero elements."""
     dtype, _ = dtype_of(a, "count_nonzero")
     return sum(a if dtype == bool_ else not_equal(a, 0), axis, keepdims)
 
 
-def ptp(a, axis=None, keepdims: bool = False):
+def ptp(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``ptp``: ``max - min``."""
     return subtract(max(a, axis, keepdims), min(a, axis, keepdims))
 
 
-def nansum(a, axis=None, keepdims: bool = False):
+def nansum(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``nansum``: NaNs replaced by 0, then ``sum``."""
     a = _operand(a, "nansum")
     dtype, _ = dtype_of(a, "nansum")
     return sum(where(isnan(a), 0, a) if dtype in _dt.FLOATS else a, axis, keepdims)
 
 
-def nanmean(a, axis=None, keepdims: bool = False):
+def nanmean(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy ``nanmean``: the sum of the non-NaN elements over their count."""
     a = _float(_operand(a, "nanmean"), "nanmean")
     count = sum(logical_not(isnan(a)), axis, keepdims)
     return divide(nansum(a, axis, keepdims), astype(count, dtype_of(a, "nanmean")[0]))
 
 
-def average(a, axis=None, weights=None, keepdims: bool = False):
+def average(a: ArrayLike, axis: Axis = None, weights: ArrayLike = None,
+            keepdims: bool = False) -> Array:
     """NumPy ``average``: ``mean``, or ``sum(a * w) / sum(w)`` with weights
     (1-D weights lie along ``axis``)."""
     if weights is None:

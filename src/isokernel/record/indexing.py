@@ -32,12 +32,15 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..ir import Op, TracerError
 from ..ir import dtypes as _dt
 from ..ir.source import user_where
+from ..typing import Array, ArrayLike
 from . import frontend as F
 from .tracer import Tracer, bind
 
@@ -280,27 +283,27 @@ class _IndexUpdateRef:
 
     __slots__ = ("x", "key")
 
-    def __init__(self, x, key):
+    def __init__(self, x: ArrayLike, key: Any) -> None:
         self.x, self.key = x, key
 
-    def get(self, mode=None, fill_value=None):
+    def get(self, mode: str | None = None, fill_value: ArrayLike = None) -> Array:
         return gather(self.x, self.key, mode or "promise_in_bounds", fill_value, "at[].get")
 
-    def set(self, values, mode=None):
+    def set(self, values: ArrayLike, mode: str | None = None) -> Array:
         return scatter(self.x, self.key, values, "set", mode or "drop", "at[].set")
 
-    def add(self, values, mode=None):
+    def add(self, values: ArrayLike, mode: str | None = None) -> Array:
         return scatter(self.x, self.key, values, "add", mode or "drop", "at[].add")
 
-    def multiply(self, values, mode=None):
+    def multiply(self, values: ArrayLike, mode: str | None = None) -> Array:
         return scatter(self.x, self.key, values, "mul", mode or "drop", "at[].multiply")
 
     mul = multiply
 
-    def min(self, values, mode=None):
+    def min(self, values: ArrayLike, mode: str | None = None) -> Array:
         return scatter(self.x, self.key, values, "min", mode or "drop", "at[].min")
 
-    def max(self, values, mode=None):
+    def max(self, values: ArrayLike, mode: str | None = None) -> Array:
         return scatter(self.x, self.key, values, "max", mode or "drop", "at[].max")
 
 
@@ -310,10 +313,10 @@ class at:  # noqa: N801  (JAX's lower-case property name)
 
     __slots__ = ("x",)
 
-    def __init__(self, x):
+    def __init__(self, x: ArrayLike) -> None:
         self.x = x
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> _IndexUpdateRef:
         return _IndexUpdateRef(self.x, key)
 
 
@@ -322,7 +325,8 @@ Tracer.at = property(at)
 
 # --- NumPy's and JAX's functions ----------------------------------------------------------
 
-def take(a, indices, axis=None, mode=None, fill_value=None):
+def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str | None = None,
+         fill_value: ArrayLike = None) -> Array:
     """NumPy ``take`` with JAX's modes (default ``fill``: NaN, the most
     negative integer or True for an index out of range)."""
     x = operand(a, "take")
@@ -334,7 +338,8 @@ def take(a, indices, axis=None, mode=None, fill_value=None):
     return gather(x, key, mode or "fill", fill_value, "take")
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: str | None = None,
+                    fill_value: ArrayLike = None) -> Array:
     """NumPy ``take_along_axis`` (``indices`` of ``arr``'s rank, broadcast
     with it along the other axes) with JAX's modes (default ``fill``)."""
     x = operand(arr, "take_along_axis")
@@ -364,18 +369,18 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     return gather(x, tuple(key), mode or "fill", fill_value, "take_along_axis")
 
 
-def segment_sum(data, segment_ids, num_segments: int):
+def segment_sum(data: ArrayLike, segment_ids: ArrayLike, num_segments: int) -> Array:
     """JAX's ``segment_sum``: row ``i`` of the result sums the rows of
     ``data`` whose id is ``i``, in their order; ids out of range are dropped."""
     return _segment(data, segment_ids, num_segments, "add", 0, "segment_sum")
 
 
-def segment_max(data, segment_ids, num_segments: int):
+def segment_max(data: ArrayLike, segment_ids: ArrayLike, num_segments: int) -> Array:
     """JAX's ``segment_max`` (an empty segment: the dtype's lowest value)."""
     return _segment(data, segment_ids, num_segments, "max", "lowest", "segment_max")
 
 
-def segment_min(data, segment_ids, num_segments: int):
+def segment_min(data: ArrayLike, segment_ids: ArrayLike, num_segments: int) -> Array:
     """JAX's ``segment_min`` (an empty segment: the dtype's highest value)."""
     return _segment(data, segment_ids, num_segments, "min", "highest", "segment_min")
 
@@ -394,7 +399,8 @@ def _segment(data, ids, num_segments, combine, start, name):
     return scatter(out, (ids,), x, combine, "drop", name)
 
 
-def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None):
+def bincount(x: ArrayLike, weights: ArrayLike = None, minlength: int = 0, *,
+             length: int | None = None) -> Array:
     """NumPy ``bincount`` with JAX's ``length=`` (the result's static
     size, needed under a recording): values outside [0, length) are
     dropped."""
@@ -419,7 +425,7 @@ def _bins(idx, weights, length, dtype):
     return scatter(F.zeros((length,), dtype), (idx,), weights, "add", "drop", "bincount")
 
 
-def dynamic_slice(x, start_indices, slice_sizes):
+def dynamic_slice(x: ArrayLike, start_indices: Any, slice_sizes: Sequence[int]) -> Array:
     """JAX's ``lax.dynamic_slice``: the block of ``slice_sizes`` at
     ``start_indices`` (traced integers), each start clamped so the block
     fits, as JAX clamps."""
@@ -429,7 +435,7 @@ def dynamic_slice(x, start_indices, slice_sizes):
     return gather(x, key, "clip", None, "dynamic_slice")
 
 
-def dynamic_update_slice(x, update, start_indices):
+def dynamic_update_slice(x: ArrayLike, update: ArrayLike, start_indices: Any) -> Array:
     """JAX's ``lax.dynamic_update_slice``: ``update`` written at
     ``start_indices``, each start clamped so the block fits."""
     x = operand(x, "dynamic_update_slice")

@@ -21,12 +21,16 @@ The measured accuracy and the domains are in docs/numerics.md.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..ir import Op, dtypes
 from .tracer import Tracer, as_tracer, bind
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 MODES = ("native", "portable")
 _MODE: ContextVar[str | None] = ContextVar("isokernel_numerics", default=None)
@@ -60,18 +64,18 @@ class numerics:  # noqa: N801 - used like a function: ``with numerics("portable"
     another model follows that model.
     """
 
-    def __init__(self, mode: str):
+    def __init__(self, mode: str) -> None:
         self.mode = check_mode(mode)
-        self._tokens = []
+        self._tokens: list = []
 
-    def __enter__(self):
+    def __enter__(self) -> numerics:
         self._tokens.append(_MODE.set(self.mode))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _MODE.reset(self._tokens.pop())
 
-    def __call__(self, fun):
+    def __call__(self, fun: _F) -> _F:
         mode = self.mode
 
         @functools.wraps(fun)

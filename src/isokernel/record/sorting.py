@@ -17,12 +17,14 @@ sorts along the shifted axis.
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import numpy as np
 
 from ..ir import Op, TracerError
 from ..ir import dtypes as _dt
 from ..ir.source import user_where
+from ..typing import Array, ArrayLike
 from . import frontend as F
 from .indexing import operand as _operand
 from .indexing import take_along_axis
@@ -54,7 +56,8 @@ def _sort(xs, axis: int, num_keys: int):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def sort(a, axis=-1, kind=None, order=None, *, stable=True):
+def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+         stable: bool = True) -> Array:
     """NumPy ``sort`` (stable whatever ``kind``; NaN last)."""
     if order is not None:
         raise ValueError(f"sort at {user_where()}: order= (structured arrays) is not supported")
@@ -64,13 +67,14 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=True):
     return _sort([x], axis, 1)[0]
 
 
-def argsort(a, axis=-1, kind=None, order=None, *, stable=True):
+def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+            stable: bool = True) -> Array:
     """NumPy ``argsort``, stable (ties keep their order), int64."""
     x, axis = _flat(a, axis, "argsort")
     return _sort([x, _iota(F.shape(x), axis)], axis, 1)[1]
 
 
-def lexsort(keys, axis=-1):
+def lexsort(keys: ArrayLike, axis: int = -1) -> Array:
     """NumPy ``lexsort``: the last key primary."""
     keys = [_operand(k, "lexsort") for k in keys]
     if not keys:
@@ -81,7 +85,7 @@ def lexsort(keys, axis=-1):
     return _sort([*keys[::-1], _iota(shape, axis)], axis, len(keys))[-1]
 
 
-def top_k(operand, k: int):
+def top_k(operand: ArrayLike, k: int) -> tuple[Array, Array]:
     """JAX's ``lax.top_k``: the ``k`` largest along the last axis, largest
     first, ties by position (values, int32 indices... as int64 here)."""
     x = _operand(operand, "top_k")
@@ -111,38 +115,44 @@ def _hundredths(q):
     return F.divide(q, 100.0) if isinstance(q, Tracer) else np.asarray(q) / 100
 
 
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False, *, interpolation=None):
+def quantile(a: ArrayLike, q: ArrayLike, axis: int | None = None, out: Any = None,
+             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+             interpolation: str | None = None) -> Array:
     """NumPy ``quantile`` (its formula and rounding for each method; NaN if
     the slice holds one)."""
     return _quantile(a, q, axis, interpolation or method, keepdims, "quantile", False)
 
 
-def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, interpolation=None):
+def percentile(a: ArrayLike, q: ArrayLike, axis: int | None = None, out: Any = None,
+               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+               interpolation: str | None = None) -> Array:
     """NumPy ``percentile``: ``quantile`` of ``q / 100``."""
     return _quantile(a, _hundredths(q), axis, interpolation or method, keepdims, "percentile",
                      False)
 
 
-def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+def median(a: ArrayLike, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
+           keepdims: bool = False) -> Array:
     """NumPy ``median``."""
     return _quantile(a, 0.5, axis, "linear", keepdims, "median", False, median=True)
 
 
-def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                keepdims=False, *, interpolation=None):
+def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | None = None, out: Any = None,
+                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                interpolation: str | None = None) -> Array:
     """NumPy ``nanquantile``: NaNs left out (a slice of NaNs only: NaN)."""
     return _quantile(a, q, axis, interpolation or method, keepdims, "nanquantile", True)
 
 
-def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                  keepdims=False, *, interpolation=None):
+def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | None = None, out: Any = None,
+                  overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                  interpolation: str | None = None) -> Array:
     return _quantile(a, _hundredths(q), axis, interpolation or method, keepdims,
                      "nanpercentile", True)
 
 
-def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+def nanmedian(a: ArrayLike, axis: int | None = None, out: Any = None, overwrite_input: bool = False,
+              keepdims: bool = False) -> Array:
     return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True, median=True)
 
 
@@ -231,7 +241,8 @@ def _lerp(a, b, t):
 
 # --- searching ----------------------------------------------------------------------------
 
-def searchsorted(a, v, side="left", sorter=None, *, method=None):
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike = None, *,
+                 method: str | None = None) -> Array:
     """NumPy ``searchsorted`` of a sorted 1-D ``a`` (NaN last): where each
     ``v`` would go to keep ``a`` sorted. One sort of ``a`` and ``v``
     together, ties ordered by ``side``, then each ``v``'s place minus the
@@ -262,7 +273,7 @@ def searchsorted(a, v, side="left", sorter=None, *, method=None):
     return F.reshape(F.getitem(out, slice(0, m)), vshape)
 
 
-def digitize(x, bins, right=False):
+def digitize(x: ArrayLike, bins: ArrayLike, right: bool = False) -> Array:
     """NumPy ``digitize`` for monotone ``bins`` (increasing or decreasing)."""
     b = _operand(bins, "digitize")
     if isinstance(b, Tracer):
@@ -275,8 +286,9 @@ def digitize(x, bins, right=False):
     return F.subtract(b.size, searchsorted(b[::-1], x, side=side))
 
 
-def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
-           *, equal_nan=True, size=None, fill_value=None):
+def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False, axis: int | None = None, *, equal_nan: bool = True,
+           size: int | None = None, fill_value: ArrayLike = None) -> Any:
     """NumPy ``unique`` (sorted, NaNs as one) with JAX's ``size=``: the first
     ``size`` unique values, the rest ``fill_value`` (default: the smallest
     value, as JAX's). Without ``size`` the array must be known."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..ir import dtypes as _dt
 from ..ir.eval import HARDWARE_TABLE, table_lookup
 from ..ir.shapes import TABLE_MODES
 from ..ir.source import user_where
+from ..typing import Array, ArrayLike, DTypeLike
 from . import frontend as F
 from .tracer import bind
 
@@ -42,8 +44,8 @@ class Table:
     graphs and reports; by default it is derived from the contents.
     """
 
-    def __init__(self, values, x0: float, dx: float, name: str | None = None,
-                 mode: str = "exact"):
+    def __init__(self, values: ArrayLike, x0: float, dx: float, name: str | None = None,
+                 mode: str = "exact") -> None:
         array = np.array(values, dtype=np.result_type(np.asarray(values).dtype, np.float32))
         if array.dtype not in _dt.FLOATS:
             array = array.astype(np.float64)
@@ -70,7 +72,7 @@ class Table:
         return {"name": self.name, "values": self.values, "x0": self.x0, "step": self.dx,
                 "mode": self.mode if mode is None else mode}
 
-    def lookup(self, x, layer=0, mode: str | None = None):
+    def lookup(self, x: ArrayLike, layer: ArrayLike = 0, mode: str | None = None) -> Array:
         """Piecewise-linear interpolation at ``x`` in ``layer`` (an int or an
         array of layer indices, broadcast against ``x``), in x's float dtype."""
         if mode is not None and mode not in TABLE_MODES:
@@ -82,7 +84,7 @@ class Table:
         x, layer = _operands(x, layer)
         return bind(Op.TABLE_LOOKUP, x, layer, **self.attrs(mode))
 
-    def derivative(self, dtype) -> Table:
+    def derivative(self, dtype: DTypeLike) -> Table:
         """The slopes (v[i+1] - v[i]) / dx of the interpolant in ``dtype``,
         as a table over node *indices* (x0 = 0, dx = 1): looked up at an
         integral index it returns that segment's slope exactly."""
@@ -90,7 +92,8 @@ class Table:
                      name=f"{self.name}'", mode=self.mode)
 
     @classmethod
-    def inverse(cls, x, y, n: int, kinks=(), name: str | None = None) -> InverseTable:
+    def inverse(cls, x: ArrayLike, y: ArrayLike, n: int, kinks: Sequence[float] = (),
+                name: str | None = None) -> InverseTable:
         """The inverse x(y) of the monotone table y(x) given at the
         (non-uniform) abscissas ``x``, resampled onto a uniform grid of at
         most ``n`` nodes spanning y's range (with several kinks, of about

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from typing import Any
 
 import numpy as np
 
@@ -229,7 +231,7 @@ class ShapeDtype:
 
     __slots__ = ("shape", "dtype")
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape: Iterable[int | None], dtype: Any) -> None:
         shape = tuple(shape)
         if any(d is None for d in shape[1:]):
             raise ShapeError(f"ShapeDtype{shape}: only axis 0, the batch axis, may be None "
@@ -301,7 +303,7 @@ def _check_output(x):
                     f"scalars, or tuples/lists/dicts/dataclasses of them")
 
 
-def trace(fn, *example_args) -> Graph:
+def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """Record ``fn`` on tracers shaped like ``example_args`` (arrays, objects
     with ``shape``/``dtype``, Python scalars, or pytrees of them)."""
     name = getattr(fn, "__name__", "f")
@@ -311,7 +313,7 @@ def trace(fn, *example_args) -> Graph:
     return graph
 
 
-def replay(graph: Graph, *args):
+def replay(graph: Graph, *args: Any) -> list[Any]:
     """Run ``graph`` op by op through ``bind``: evaluates by the EVAL rules
     outside a recording, and records (with CSE against what is already
     there) inside one. Returns the list of output values."""

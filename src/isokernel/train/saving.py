@@ -39,12 +39,14 @@ import stat
 import struct
 import zipfile
 import zlib
+from os import PathLike
 
 import numpy as np
 
 from ..backends.platform import process_gone
 from ..ir import IsokernelError
 from ..ir.pytree import TreeDef, leaf_paths, tree_flatten, tree_unflatten
+from ..typing import PyTree
 
 FORMAT = "isokernel.save/1"
 TREE = "__tree__"
@@ -190,7 +192,7 @@ def _members(tree) -> dict[str, np.ndarray]:
     return arrays
 
 
-def save(path, tree) -> None:
+def save(path: str | PathLike[str], tree: PyTree) -> None:
     """Write ``tree`` (a pytree of NumPy arrays and Python scalars) to ``path`` as one
     ``.npz`` file, atomically (a temporary file in the same folder, then a rename). Only
     a regular file (or nothing) at ``path`` is replaced; a folder, FIFO, device, socket or
@@ -603,7 +605,8 @@ def _structure(path, description: dict, like) -> TreeDef:
     return td
 
 
-def load(path, like=None, *, max_bytes: int | None = None):
+def load(path: str | PathLike[str], like: PyTree = None, *,
+         max_bytes: int | None = None) -> PyTree:
     """The tree ``save`` wrote to ``path``, every leaf checked against its dtype, shape and
     SHA-256. Dicts, lists, tuples and None are rebuilt as such; a tree holding namedtuples,
     dataclasses or registered pytree nodes needs ``like``, a tree of the same structure

@@ -19,6 +19,9 @@ snapshot or a checkpoint is always the state between two steps.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
+from os import PathLike
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +29,7 @@ from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import GradientTransformation, apply_updates
 from ..pipeline import jit
 from ..transforms import value_and_grad
+from ..typing import PyTree
 from .data_parallel import DataParallel
 from .saving import CheckpointError, load, save
 
@@ -68,10 +72,12 @@ class Trainer:
     another and never lose an update.
     """
 
-    def __init__(self, loss_fn, params, optimizer, *, strategy: str = "auto",
-                 has_aux: bool = False, client=None, shard_argnums=None,
-                 block_rows: int = 1024, reduction: str = "mean", progress: bool = False,
-                 n_workers: int | None = None, worker_timeout: float = 30.0, **jit_options):
+    def __init__(self, loss_fn: Callable[..., Any], params: PyTree,
+                 optimizer: GradientTransformation, *, strategy: str = "auto",
+                 has_aux: bool = False, client: Any = None,
+                 shard_argnums: int | Sequence[int] | None = None, block_rows: int = 1024,
+                 reduction: str = "mean", progress: bool = False, n_workers: int | None = None,
+                 worker_timeout: float = 30.0, **jit_options: Any) -> None:
         if not isinstance(optimizer, GradientTransformation):
             raise TypeError(NOT_AN_OPTIMIZER.format(kind=type(optimizer).__name__))
         self.loss_fn, self.optimizer, self.has_aux = loss_fn, optimizer, has_aux
@@ -93,7 +99,8 @@ class Trainer:
             self, client, shard_argnums, block_rows, reduction, progress, n_workers,
             worker_timeout)
 
-    def step_fn(self, params, opt_state, *batch):
+    def step_fn(self, params: PyTree, opt_state: PyTree,
+                *batch: Any) -> tuple[Any, PyTree, PyTree]:
         """One step as a pure function: ``(loss, new_params, new_state)``
         (with ``has_aux``, ``((loss, aux), new_params, new_state)``). The
         update also gets ``value``, ``grad`` and ``value_fn`` (optax's extra
@@ -111,7 +118,7 @@ class Trainer:
         value = self.loss_fn(params, *batch)
         return value[0] if self.has_aux else value
 
-    def step(self, *batch):
+    def step(self, *batch: Any) -> Any:
         """One optimizer step on ``batch``; the loss at the current parameters.
         Thread-safe: steps from several threads run one at a time."""
         with self._lock:
@@ -137,7 +144,7 @@ class Trainer:
             return outs[0]
         return outs[0], tree_unflatten(holder["aux"], list(outs[1:first]))
 
-    def evaluate(self, *batch):
+    def evaluate(self, *batch: Any) -> Any:
         """The loss at the current parameters on ``batch`` (with ``has_aux``,
         ``(loss, aux)``), with no step and no change to the parameters or
         the optimizer state: ``loss_fn``'s forward pass, compiled once per
@@ -204,13 +211,13 @@ class Trainer:
         return (value, *aux, *tree_flatten(new_params)[0], *tree_flatten(new_state)[0])
 
     @property
-    def params(self):
+    def params(self) -> PyTree:
         """The current parameters (copies), in the structure they were given."""
         with self._lock:
             return tree_unflatten(self._param_def, [np.array(x) for x in self._params])
 
     @property
-    def opt_state(self):
+    def opt_state(self) -> PyTree:
         """The current optimizer state (copies)."""
         with self._lock:
             return tree_unflatten(self._state_def, [np.array(x) for x in self._state])
@@ -221,13 +228,13 @@ class Trainer:
             if self._parallel is not None:
                 self._parallel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Trainer:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def save(self, path) -> None:
+    def save(self, path: str | PathLike[str]) -> None:
         """The parameters, the optimizer state and the step count in one file
         (``isokernel.save``), all of the same step: taken under the lock, written
         after it (steps from other threads go on meanwhile)."""
@@ -237,7 +244,9 @@ class Trainer:
         save(path, tree)
 
     @classmethod
-    def load(cls, path, loss_fn, optimizer, *, like=None, **options) -> Trainer:
+    def load(cls, path: str | PathLike[str], loss_fn: Callable[..., Any],
+             optimizer: GradientTransformation, *, like: PyTree = None,
+             **options: Any) -> Trainer:
         """A Trainer resuming from ``save``'s file: the same parameters and
         optimizer state. ``like``: a parameter tree of the saved structure,
         needed when the parameters hold namedtuples or dataclasses."""

@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from ..ir.pytree import (
 from ..record import ShapeDtype, Tracer, bind, current_builder, replay, trace_flat
 from ..record import frontend as F
 from ..record.tracer import as_tracer, aval_of_example
+from ..typing import PyTree
 from .jvp import jvp_graph, tangent_inputs
 from .linearize import linearize_graph, vjp_graph
 from .transpose import transpose_graph
@@ -201,7 +204,8 @@ def _tree_check(transform: str, fun, got, want, what: str) -> list:
 # ------------------------------------------------------------ forward
 
 
-def jvp(fun, primals, tangents, has_aux: bool = False):
+def jvp(fun: Callable[..., Any], primals: Sequence[PyTree], tangents: Sequence[PyTree],
+        has_aux: bool = False) -> tuple[Any, ...]:
     """``(fun(*primals), J·tangents)`` (and ``aux``): forward mode. Integer
     and bool primals take zero tangents whatever is passed for them."""
     primals, tangents = tuple(primals), tuple(tangents)
@@ -222,7 +226,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
     return primal_out, tangent_out
 
 
-def linearize(fun, *primals):
+def linearize(fun: Callable[..., Any], *primals: PyTree) -> tuple[Any, Callable[..., Any]]:
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the linear
     map J·t, evaluated from stored residuals without re-running ``fun``."""
     traced = _Traced("linearize", fun, primals, {}, tuple(range(len(primals))))
@@ -264,10 +268,10 @@ class VJPFunction:
 
     __slots__ = ("pullback", "residuals")
 
-    def __init__(self, pullback: _Pullback, residuals):
+    def __init__(self, pullback: _Pullback, residuals: Sequence[Any]) -> None:
         self.pullback, self.residuals = pullback, tuple(residuals)
 
-    def __call__(self, ct):
+    def __call__(self, ct: PyTree) -> tuple[Any, ...]:
         p = self.pullback
         cts = _tree_check("vjp", p.fun, ct, p.main, "cotangents")
         cts = _coerce("vjp", p.fun, cts, p.out_avals, "cotangent")
@@ -281,7 +285,7 @@ register_pytree_node(VJPFunction, lambda f: (f.residuals, f.pullback),
                      lambda pullback, residuals: VJPFunction(pullback, residuals))
 
 
-def vjp(fun, *primals, has_aux: bool = False):
+def vjp(fun: Callable[..., Any], *primals: PyTree, has_aux: bool = False) -> tuple[Any, ...]:
     """``(fun(*primals), vjp_fn)`` (and ``aux``): ``vjp_fn(ct)`` is Jᵀ·ct, one
     cotangent per primal, by transposing the linearized graph (a
     ``VJPFunction``). Integer and bool primals get zero cotangents."""
@@ -301,7 +305,9 @@ def vjp(fun, *primals, has_aux: bool = False):
     return (out, vjp_fn, tree_unflatten(aux, outs[k:n])) if has_aux else (out, vjp_fn)
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable[..., tuple[Any, Any]]:
     """``(fun(*args), gradient)`` of a scalar float function; with
     ``has_aux`` the function returns ``(output, aux)`` and the value is
     ``(output, aux)``. The gradient has the structure of ``args[argnums]``
@@ -328,7 +334,8 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     return _wrap("value_and_grad", fun, value_and_grad_f)
 
 
-def grad(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar float function (``(gradient, aux)`` with
     ``has_aux``). ``grad(f, argnums=(0, 1))`` gives a tuple. Complex inputs
     and ``holomorphic``: as ``value_and_grad``."""
@@ -403,7 +410,8 @@ def _require_float_leaves(transform: str, fun, leaves, what: str,
                 f"leave it out")
 
 
-def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian by forward mode: one JVP per input element, all of them
     batched into one pass by vmap. Shape: ``(*out.shape, *in.shape)``."""
     def jacfwd_f(*args, **kwargs):
@@ -437,7 +445,8 @@ def jacfwd(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     return _wrap("jacfwd", fun, jacfwd_f)
 
 
-def jacrev(fun, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian by reverse mode: one VJP per output element, batched by
     vmap; a scalar output takes a single reverse pass (a gradient)."""
     def jacrev_f(*args, **kwargs):
@@ -486,7 +495,8 @@ def jacobian_mode(n_in: int, n_out: int) -> str:
     return "reverse" if n_out < n_in else "forward"
 
 
-def jacobian(fun, argnums=0, has_aux: bool = False, mode: str = "auto"):
+def jacobian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+             mode: str = "auto") -> Callable[..., Any]:
     """The Jacobian, by the cheaper direction (``jacobian_mode``) unless
     ``mode`` is ``"forward"`` or ``"reverse"``."""
     if mode not in ("auto", "forward", "reverse"):
@@ -505,14 +515,15 @@ def jacobian(fun, argnums=0, has_aux: bool = False, mode: str = "auto"):
     return _wrap("jacobian", fun, jacobian_f)
 
 
-def hessian(fun, argnums=0, has_aux: bool = False):
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+            has_aux: bool = False) -> Callable[..., Any]:
     """Second derivatives by forward-over-reverse: ``jacfwd(jacrev(fun))``,
     which for a scalar function is ``jacfwd(grad(fun))``."""
     inner = jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
     return _wrap("hessian", fun, lambda *args, **kwargs: inner(*args, **kwargs))
 
 
-def hvp(fun, primals, tangents):
+def hvp(fun: Callable[..., Any], primals: Sequence[PyTree], tangents: Sequence[PyTree]) -> Any:
     """The Hessian-vector product H·v of a scalar function, forward over
     reverse (one JVP of the gradient): an array for one primal, a tuple for
     several."""
@@ -524,7 +535,7 @@ def hvp(fun, primals, tangents):
 # ------------------------------------------------------------- markers
 
 
-def stop_gradient(x):
+def stop_gradient(x: PyTree) -> PyTree:
     """``x`` as a constant for differentiation: its tangent and cotangent are
     zero. Works on pytrees; integer and bool leaves pass unchanged."""
     def stop(leaf):
@@ -592,7 +603,8 @@ def _place(fun, out, dim, axis, size: int):
                        [i for i in range(axis + 1, rank)])
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size: int | None = None):
+def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Callable[..., Any]:
     """Map ``fun`` over an axis of its arguments, as one batched graph.
     ``in_axes``: an int, None, or one entry per positional argument (each an
     int, None, or a matching container); keyword arguments are mapped over

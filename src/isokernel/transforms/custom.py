@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 from ..ir import Aval, DifferentiationError, Op, ShapeError, SubGraph, dtypes
 from ..ir.eval import run_graph
@@ -46,6 +47,9 @@ from .regions import RegionRules, register
 from .simplify import prepare_for_execution
 from .transpose import Lin
 from .vmap import batch_size, batched, batched_subgraph, summed_for
+
+_R = TypeVar("_R")
+_Rule = TypeVar("_Rule", bound=Callable[..., Any])
 
 CUSTOM_LIN_FORWARD = (
     "forward-mode derivative of custom_vjp function {name!r}: its rule only gives the "
@@ -120,10 +124,10 @@ def _operand_positions(name: str, captures, operands) -> tuple[int, ...]:
     return tuple(found)
 
 
-class _Custom:
+class _Custom(Generic[_R]):
     """What custom_jvp and custom_vjp share: the primal recording."""
 
-    def __init__(self, fun):
+    def __init__(self, fun: Callable[..., _R]) -> None:
         self.fun = fun
         copy_identity(self, fun)
 
@@ -138,20 +142,20 @@ class _Custom:
         return id(self) in _RULE_OF.get()
 
 
-class custom_jvp(_Custom):  # noqa: N801 - JAX's name
+class custom_jvp(_Custom[_R]):  # noqa: N801 - JAX's name
     """``f = custom_jvp(f)``; ``@f.defjvp`` then gives
     ``rule(primals, tangents) -> (primal_out, tangent_out)``, with
     ``primals`` and ``tangents`` tuples of the positional arguments."""
 
-    def __init__(self, fun):
+    def __init__(self, fun: Callable[..., _R]) -> None:
         super().__init__(fun)
-        self.jvp = None
+        self.jvp: Callable[..., Any] | None = None
 
-    def defjvp(self, jvp):
+    def defjvp(self, jvp: _Rule) -> _Rule:
         self.jvp = jvp
         return jvp
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> _R:
         name = _name(self.fun)
         if self.jvp is None:
             raise DifferentiationError(f"custom_jvp function {name!r} has no rule; add one "
@@ -191,19 +195,21 @@ class custom_jvp(_Custom):  # noqa: N801 - JAX's name
         return body
 
 
-class custom_vjp(_Custom):  # noqa: N801 - JAX's name
+class custom_vjp(_Custom[_R]):  # noqa: N801 - JAX's name
     """``f = custom_vjp(f)``; ``f.defvjp(fwd, bwd)`` with
     ``fwd(*args) -> (out, residuals)`` and
     ``bwd(residuals, out_cotangent) -> one cotangent (or None) per argument``."""
 
-    def __init__(self, fun):
+    def __init__(self, fun: Callable[..., _R]) -> None:
         super().__init__(fun)
-        self.fwd = self.bwd = None
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
 
-    def defvjp(self, fwd, bwd):
+    def defvjp(self, fwd: Callable[..., tuple[Any, Any]],
+               bwd: Callable[[Any, Any], Sequence[Any]]) -> None:
         self.fwd, self.bwd = fwd, bwd
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> _R:
         name = _name(self.fun)
         if self.fwd is None:
             raise DifferentiationError(f"custom_vjp function {name!r} has no rule; add one "

@@ -24,6 +24,7 @@ from ...ir.source import user_where
 from ...record import Tracer, bind, current_builder
 from ...record import frontend as F
 from ...transforms import custom_jvp
+from ...typing import Array, ArrayLike
 from . import _small
 
 NOT_FLOAT = ("{name} at {where}: {what} has dtype {dtype}; linear algebra computes in float32 "
@@ -108,7 +109,7 @@ def _diagonal(a):
 
 # --- solve, inv, det ------------------------------------------------------------------------
 
-def solve(a, b):
+def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """``x`` with ``a @ x = b``: NumPy's ``linalg.solve`` (``b`` a vector
     when it is 1-D, else (..., n, k); batch axes broadcast)."""
     a = as_square(a, "solve")
@@ -152,7 +153,7 @@ def _lu_solve_perm(lu, perm, b, trans: int):
     return F.matmul(F.swapaxes(p, -1, -2), y)
 
 
-def inv(a):
+def inv(a: ArrayLike) -> Array:
     """NumPy's ``linalg.inv``, batched (a 0x0 matrix's inverse is 0x0)."""
     a = as_square(a, "inv")
     n = a.shape[-1]
@@ -173,7 +174,7 @@ def _lu_sign_diagonal(a):
     return sign, _diagonal(lu)
 
 
-def det(a):
+def det(a: ArrayLike) -> Array:
     """NumPy's ``linalg.det``: the product of U's diagonal, signed by the
     row interchanges (1 for a 0x0 matrix)."""
     a = as_square(a, "det")
@@ -235,11 +236,11 @@ def _adjugate_trace(lu, sign, diagonal, det, x):
 
 
 class SlogdetResult(NamedTuple):
-    sign: object
-    logabsdet: object
+    sign: Array
+    logabsdet: Array
 
 
-def slogdet(a):
+def slogdet(a: ArrayLike) -> SlogdetResult:
     """NumPy's ``linalg.slogdet``: (sign, log|det|) without overflow; a
     singular matrix gives (0, -inf), a 0x0 one (1, 0)."""
     a = as_square(a, "slogdet")
@@ -254,7 +255,7 @@ def slogdet(a):
 
 # --- Cholesky --------------------------------------------------------------------------------
 
-def cholesky(a, upper: bool = False):
+def cholesky(a: ArrayLike, upper: bool = False) -> Array:
     """NumPy's ``linalg.cholesky``: the lower factor L (``upper``: Lᵀ) of a
     symmetric positive definite ``a``, from its lower triangle."""
     a = as_square(a, "cholesky")
@@ -276,8 +277,9 @@ def _trans(trans, name: str) -> bool:
     return _TRANS[trans]
 
 
-def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = False,
-                     overwrite_b: bool = False, check_finite: bool = True):
+def solve_triangular(a: ArrayLike, b: ArrayLike, trans: int | str = 0, lower: bool = False,
+                     unit_diagonal: bool = False, overwrite_b: bool = False,
+                     check_finite: bool = True) -> Array:
     """SciPy's ``linalg.solve_triangular``, batched over leading axes as
     JAX's: ``b`` a vector when it has one axis fewer than ``a``. Reads only
     the triangle named (and not the diagonal with ``unit_diagonal``)."""
@@ -292,13 +294,15 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     return F.reshape(x, x.shape[:-1]) if vector else x
 
 
-def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+def cho_factor(a: ArrayLike, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Array, bool]:
     """SciPy's ``linalg.cho_factor``: ``(c, lower)``, c the factor in the
     triangle named (zeros in the other one, which SciPy leaves arbitrary)."""
     return cholesky(a, upper=not lower), lower
 
 
-def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = True):
+def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike, overwrite_b: bool = False,
+              check_finite: bool = True) -> Array:
     """SciPy's ``linalg.cho_solve``: ``a x = b`` from ``cho_factor``'s result
     (two triangular solves with the one factor)."""
     c, lower = c_and_lower
@@ -307,7 +311,8 @@ def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = Tr
     return solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
 
 
-def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
+def lu_factor(a: ArrayLike, overwrite_a: bool = False,
+              check_finite: bool = True) -> tuple[Array, Array]:
     """SciPy's ``linalg.lu_factor``: ``(lu, piv)``, the packed factors and
     the 0-based row interchanges (row k was swapped with ``piv[k]``)."""
     lu, pivots, _ = bind(Op.LU, as_square(a, "lu_factor"))
@@ -341,7 +346,8 @@ def _permutation_of(pivots):
     return _permutation(pivots)
 
 
-def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bool = True):
+def lu_solve(lu_and_piv: tuple[ArrayLike, ArrayLike], b: ArrayLike, trans: int | str = 0,
+             overwrite_b: bool = False, check_finite: bool = True) -> Array:
     """SciPy's ``linalg.lu_solve``: ``a x = b`` (``trans``: ``aᵀ x = b``)
     from ``lu_factor``'s result."""
     lu, pivots = lu_and_piv

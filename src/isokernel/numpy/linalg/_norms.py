@@ -10,6 +10,7 @@ import numpy as np
 from ...ir import ShapeError
 from ...ir.source import user_where
 from ...record import frontend as F
+from ...typing import Array, ArrayLike, Axis
 from ._dense import as_float, as_square, inv
 from ._spectral import svd
 
@@ -64,7 +65,8 @@ def _matrix_norm(x, order, rows: int, cols: int):
                      f"'fro', 'nuc', 1, -1, 2, -2, inf or -inf")
 
 
-def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 - NumPy's name
+def norm(x: ArrayLike, ord: float | str | None = None,  # noqa: A002 - NumPy's name
+         axis: Axis = None, keepdims: bool = False) -> Array:
     """NumPy's ``linalg.norm``: the 2-norm of everything by default, vector
     norms over one axis, matrix norms over two."""
     x = as_float(x, "norm", "x")
@@ -84,7 +86,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 - NumPy'
     return out
 
 
-def matrix_power(a, n: int):
+def matrix_power(a: ArrayLike, n: int) -> Array:
     """NumPy's ``linalg.matrix_power``: repeated squaring by matrix products,
     in NumPy's order (``inv`` first for negative ``n``)."""
     a = as_square(a, "matrix_power")

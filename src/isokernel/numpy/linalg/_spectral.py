@@ -19,7 +19,7 @@ value gives inf.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,30 +28,31 @@ from ...ir.source import user_where
 from ...record import Tracer, bind
 from ...record import frontend as F
 from ...transforms import custom_jvp
+from ...typing import Array, ArrayLike
 from ._dense import as_float, as_square, check_same_dtype
 
 
 class QRResult(NamedTuple):
-    Q: object
-    R: object
+    Q: Array
+    R: Array
 
 
 class EighResult(NamedTuple):
-    eigenvalues: object
-    eigenvectors: object
+    eigenvalues: Array
+    eigenvectors: Array
 
 
 class SVDResult(NamedTuple):
-    U: object
-    S: object
-    Vh: object
+    U: Array
+    S: Array
+    Vh: Array
 
 
 class LstsqResult(NamedTuple):
-    x: object
-    residuals: object
-    rank: object
-    s: object
+    x: Array
+    residuals: Array
+    rank: Array
+    s: Array
 
 
 def _matrices(a, name: str):
@@ -62,7 +63,7 @@ def _matrices(a, name: str):
     return a
 
 
-def qr(a, mode: str = "reduced"):
+def qr(a: ArrayLike, mode: str = "reduced") -> Any:
     """NumPy's ``linalg.qr``: modes 'reduced' (default), 'complete', 'r'."""
     a = _matrices(a, "qr")
     if mode not in ("reduced", "complete", "r"):
@@ -72,7 +73,7 @@ def qr(a, mode: str = "reduced"):
     return r if mode == "r" else QRResult(q, r)
 
 
-def eigh(a, UPLO: str = "L"):  # noqa: N803 - NumPy's name
+def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:  # noqa: N803 - NumPy's name
     """NumPy's ``linalg.eigh``: eigenvalues ascending and eigenvectors (as
     columns) of symmetric matrices, from the triangle ``UPLO`` names."""
     a = as_square(a, "eigh")
@@ -81,11 +82,12 @@ def eigh(a, UPLO: str = "L"):  # noqa: N803 - NumPy's name
     return EighResult(*bind(Op.EIGH, a, lower=UPLO == "L"))
 
 
-def eigvalsh(a, UPLO: str = "L"):  # noqa: N803 - NumPy's name
+def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Array:  # noqa: N803 - NumPy's name
     return eigh(a, UPLO).eigenvalues
 
 
-def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False):
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> Any:
     """NumPy's ``linalg.svd`` (``hermitian`` is accepted and computes the
     general decomposition: the same singular values)."""
     a = _matrices(a, "svd")
@@ -120,7 +122,8 @@ def _pinv_parts(a, rcond):
     return u, s, vh, cutoff
 
 
-def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_NO_VALUE):
+def pinv(a: ArrayLike, rcond: ArrayLike = None, hermitian: bool = False, *,
+         rtol: ArrayLike = _NO_VALUE) -> Array:
     """NumPy's ``linalg.pinv``: V diag(1/s) Uᵀ over the singular values above
     ``rcond`` times the largest (an m x 0 or 0 x n matrix gives n x m zeros)."""
     a = _matrices(a, "pinv")
@@ -163,7 +166,8 @@ NUMPY_RESID = ("lstsq at {where}: numpy_resid=True gives residuals whose shape d
                "the squared residual norms whenever m > n)")
 
 
-def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: ArrayLike = None, *,
+          numpy_resid: bool = False) -> LstsqResult:
     """NumPy's ``linalg.lstsq`` by the SVD (as gelsd): ``(x, residuals,
     rank, s)``, singular values at or below ``rcond`` (default eps · max(m,
     n); negative: eps, as LAPACK) times the largest treated as zero.

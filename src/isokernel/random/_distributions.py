@@ -21,6 +21,7 @@ from .. import numpy as inp
 from ..control import while_loop
 from ..ir import DTypeError, ShapeError, dtypes
 from ..record import Tracer
+from ..typing import Array, ArrayLike, DTypeLike, Shape
 from ._erfinv import erfinv
 from ._keys import as_shape, split, words
 from ._samplers import as_dtype, float_dtype, normal, normal_from_unit, uniform, unit_floats
@@ -131,7 +132,8 @@ def _next_float(x, direction: int, dtype):
     return inp.where(away, inp.sign(x) * np.asarray(info.max, dtype), moved)
 
 
-def truncated_normal(key, lower, upper, shape=None, dtype=np.float64):
+def truncated_normal(key: ArrayLike, lower: ArrayLike, upper: ArrayLike, shape: Shape | None = None,
+                     dtype: DTypeLike = np.float64) -> Array:
     """Standard normal draws truncated to the open interval (lower, upper):
     ``sqrt(2) * erfinv(u)`` for ``u`` uniform between ``erf(lower / sqrt 2)``
     and ``erf(upper / sqrt 2)``, clipped inside the interval, as
@@ -219,7 +221,8 @@ def _gamma(key, a, shape, dtype, log_space: bool, name: str):
     return inp.reshape(_gamma_lanes(split(key, count), alpha, log_space, dtype), shape)
 
 
-def gamma(key, a, shape=None, dtype=np.float64):
+def gamma(key: ArrayLike, a: ArrayLike, shape: Shape | None = None,
+          dtype: DTypeLike = np.float64) -> Array:
     """Gamma(a, 1) draws, ``jax.random.gamma``'s algorithm: the draws'
     keys are ``split(key, size)`` and each runs Marsaglia and Tsang's
     rejection (its normal redrawn until ``v > 0``, then accepted or
@@ -228,14 +231,16 @@ def gamma(key, a, shape=None, dtype=np.float64):
     return _gamma(key, a, shape, dtype, False, "gamma")
 
 
-def loggamma(key, a, shape=None, dtype=np.float64):
+def loggamma(key: ArrayLike, a: ArrayLike, shape: Shape | None = None,
+             dtype: DTypeLike = np.float64) -> Array:
     """The logarithm of Gamma(a, 1) draws, computed in log space
     (``jax.random.loggamma``): accurate where ``a`` is small and the draws
     underflow; ``exp(loggamma(...))`` is ``gamma(...)`` to rounding."""
     return _gamma(key, a, shape, dtype, True, "loggamma")
 
 
-def beta(key, a, b, shape=None, dtype=np.float64):
+def beta(key: ArrayLike, a: ArrayLike, b: ArrayLike, shape: Shape | None = None,
+         dtype: DTypeLike = np.float64) -> Array:
     """Beta(a, b) draws, ``jax.random.beta``'s: log-gamma draws ``la`` of
     a and ``lb`` of b (keys ``split(key)``), then
     ``exp(la - m) / (exp(la - m) + exp(lb - m))`` with ``m = max(la, lb)``.
@@ -258,7 +263,8 @@ def beta(key, a, b, shape=None, dtype=np.float64):
     return scaled_a / (scaled_a + scaled_b)
 
 
-def dirichlet(key, alpha, shape=None, dtype=np.float64):
+def dirichlet(key: ArrayLike, alpha: ArrayLike, shape: Shape | None = None,
+              dtype: DTypeLike = np.float64) -> Array:
     """Dirichlet(alpha) draws over the last axis of ``alpha``,
     ``jax.random.dirichlet``'s: log-gamma draws of shape
     ``shape + alpha.shape[-1:]`` normalized by a softmax. ``shape`` (the
@@ -329,7 +335,8 @@ def _poisson_rejection(key, lam, shape, dtype):
     return inp.astype(k, dtype)
 
 
-def poisson(key, lam, shape=None, dtype=np.int64):
+def poisson(key: ArrayLike, lam: ArrayLike, shape: Shape | None = None,
+            dtype: DTypeLike = np.int64) -> Array:
     """Poisson(lam) counts, ``jax.random.poisson``'s algorithm: ``lam`` in
     float32; Knuth's multiplication method where ``lam < 10`` (or NaN),
     Hörmann's PTRS elsewhere, both run for every draw on the same key and
@@ -352,7 +359,8 @@ def poisson(key, lam, shape=None, dtype=np.int64):
 
 # --- multivariate normal and orthogonal matrices ---------------------------------------------
 
-def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+def multivariate_normal(key: ArrayLike, mean: ArrayLike, cov: ArrayLike, shape: Shape | None = None,
+                        dtype: DTypeLike = None, method: str = "cholesky") -> Array:
     """Draws of N(mean, cov), ``jax.random.multivariate_normal``'s:
     ``mean + factor @ z`` with ``z = normal(key, shape + (n,))`` and
     ``factor`` the Cholesky factor of ``cov`` (``method="cholesky"``), or
@@ -394,7 +402,8 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     return mean + inp.einsum(f"{batch}ij,{batch}j->{batch}i", factor, z)
 
 
-def orthogonal(key, n, shape=(), dtype=np.float64, m=None):
+def orthogonal(key: ArrayLike, n: int, shape: Shape = (), dtype: DTypeLike = np.float64,
+               m: int | None = None) -> Array:
     """Matrices uniform on the orthogonal group O(n) (Haar measure),
     ``jax.random.orthogonal``'s: the QR factorization of a normal matrix
     with Q's columns multiplied by the signs of R's diagonal (Mezzadri,

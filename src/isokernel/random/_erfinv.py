@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as inp
+from ..typing import Array, ArrayLike
 
 _F32_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
               0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
@@ -85,7 +86,7 @@ def _erfinv64(x):
     return _edges(x, p * x)
 
 
-def erfinv(x):
+def erfinv(x: ArrayLike) -> Array:
     """The inverse error function of a float32 or float64 array, computed
     as XLA computes it (to the last bit where the logarithm agrees)."""
     return _erfinv32(x) if x.dtype == np.float32 else _erfinv64(x)

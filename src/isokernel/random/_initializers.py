@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import numpy as inp
 from ..ir import ShapeError
+from ..typing import Array, ArrayLike, DTypeLike, Shape
 from ._erfinv import erfinv
 from ._keys import as_shape
 from ._samplers import float_dtype, uniform
@@ -44,7 +45,7 @@ def _scaled_truncated_normal(key, shape, dtype, variance, name: str):
     return _truncated_normal(key, as_shape(shape, name), dtype) * stddev
 
 
-def glorot_uniform(key, shape, dtype=np.float64):
+def glorot_uniform(key: ArrayLike, shape: Shape, dtype: DTypeLike = np.float64) -> Array:
     """Uniform in ±sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio, 2010)."""
     dtype = float_dtype(dtype, "glorot_uniform")
     shape = as_shape(shape, "glorot_uniform")
@@ -53,20 +54,20 @@ def glorot_uniform(key, shape, dtype=np.float64):
     return uniform(key, shape, dtype, -1.0) * np.sqrt(3 * variance)
 
 
-def glorot_normal(key, shape, dtype=np.float64):
+def glorot_normal(key: ArrayLike, shape: Shape, dtype: DTypeLike = np.float64) -> Array:
     """Truncated normal of variance 2 / (fan_in + fan_out)."""
     fan_in, fan_out = _fans(as_shape(shape, "glorot_normal"), "glorot_normal")
     return _scaled_truncated_normal(key, shape, dtype, 1.0 / ((fan_in + fan_out) / 2),
                                     "glorot_normal")
 
 
-def he_normal(key, shape, dtype=np.float64):
+def he_normal(key: ArrayLike, shape: Shape, dtype: DTypeLike = np.float64) -> Array:
     """Truncated normal of variance 2 / fan_in (He et al., 2015)."""
     fan_in, _ = _fans(as_shape(shape, "he_normal"), "he_normal")
     return _scaled_truncated_normal(key, shape, dtype, 2.0 / fan_in, "he_normal")
 
 
-def lecun_normal(key, shape, dtype=np.float64):
+def lecun_normal(key: ArrayLike, shape: Shape, dtype: DTypeLike = np.float64) -> Array:
     """Truncated normal of variance 1 / fan_in (LeCun et al., 1998)."""
     fan_in, _ = _fans(as_shape(shape, "lecun_normal"), "lecun_normal")
     return _scaled_truncated_normal(key, shape, dtype, 1.0 / fan_in, "lecun_normal")

@@ -17,6 +17,7 @@ import numpy as np
 from .. import numpy as inp
 from ..ir import DTypeError, ShapeError
 from ..record import Tracer
+from ..typing import Array, ArrayLike, Shape
 from ._threefry import threefry2x32
 from ._words import MOD
 
@@ -87,7 +88,7 @@ def _seed_words(seed):
     return high, wide % MOD
 
 
-def key(seed):
+def key(seed: ArrayLike) -> Array:
     """A key from an integer seed: the seed's high and low 32-bit words, as
     ``jax.random.key_data(jax.random.key(seed))`` with 64-bit seeds. A Python
     or NumPy integer seed must fit in 64 bits, signed or unsigned (it is read
@@ -96,14 +97,14 @@ def key(seed):
     return inp.stack([inp.asarray(high), inp.asarray(low)])
 
 
-def split(key, num=2):
+def split(key: ArrayLike, num: Shape = 2) -> Array:
     """``num`` new keys (an int64 array of shape (num, 2)); ``num`` may be a
     shape tuple, giving keys of shape (*num, 2)."""
     y0, y1 = counter_words(key, as_shape(num, "split", "num"), "split")
     return inp.stack([y0, y1], axis=-1)
 
 
-def fold_in(key, data):
+def fold_in(key: ArrayLike, data: ArrayLike) -> Array:
     """A new key from ``key`` and an integer ``data`` (taken modulo 2**32)."""
     k0, k1 = words(key, "fold_in")
     if isinstance(data, (int, np.integer)):

@@ -13,6 +13,7 @@ import numpy as np
 from .. import numpy as inp
 from ..ir import DTypeError, ShapeError, dtypes
 from ..record import Tracer
+from ..typing import Array, ArrayLike, DTypeLike, Shape
 from . import _words as w
 from ._erfinv import erfinv
 from ._keys import as_shape, counter_words, split
@@ -65,7 +66,8 @@ def scaled(floats, minval, maxval, dtype):
     return inp.maximum(lo, floats * (hi - lo) + lo)
 
 
-def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
+def uniform(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64,
+            minval: ArrayLike = 0.0, maxval: ArrayLike = 1.0) -> Array:
     """Floats uniform in [minval, maxval), ``jax.random.uniform``'s bits."""
     dtype = float_dtype(dtype, "uniform")
     floats = _unit(key, as_shape(shape, "uniform"), dtype, "uniform")
@@ -79,7 +81,7 @@ def normal_from_unit(floats, dtype):
     return np.asarray(np.sqrt(2), dtype) * erfinv(scaled(floats, lo, 1.0, dtype))
 
 
-def normal(key, shape=(), dtype=np.float64):
+def normal(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:
     """Standard normal draws: ``sqrt(2) * erfinv(u)`` for ``u`` uniform in
     (-1, 1), as ``jax.random.normal``."""
     dtype = float_dtype(dtype, "normal")
@@ -90,7 +92,7 @@ def _tiny(dtype):
     return np.asarray(np.finfo(dtype).tiny, dtype)
 
 
-def exponential(key, shape=(), dtype=np.float64):
+def exponential(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:
     """Exponential(1) draws: ``-log1p(-u)``, ``jax.random.exponential``'s
     formula (u uniform in [0, 1), so the log's argument is in (0, 1])."""
     dtype = float_dtype(dtype, "exponential")
@@ -98,7 +100,7 @@ def exponential(key, shape=(), dtype=np.float64):
     return -inp.log1p(-u)
 
 
-def logistic(key, shape=(), dtype=np.float64):
+def logistic(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:
     """Standard logistic draws: ``log(u) - log1p(-u)`` for u uniform in
     [tiny, 1), ``jax.random.logistic``'s formula."""
     dtype = float_dtype(dtype, "logistic")
@@ -106,7 +108,7 @@ def logistic(key, shape=(), dtype=np.float64):
     return inp.log(u) - inp.log1p(-u)
 
 
-def laplace(key, shape=(), dtype=np.float64):
+def laplace(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:
     """Laplace(0, 1) draws: ``sign(u) * log1p(-|u|)`` for u uniform in
     [-1 + epsneg, 1), ``jax.random.laplace``'s formula."""
     dtype = float_dtype(dtype, "laplace")
@@ -115,7 +117,7 @@ def laplace(key, shape=(), dtype=np.float64):
     return inp.sign(u) * inp.log1p(-inp.abs(u))
 
 
-def gumbel(key, shape=(), dtype=np.float64):
+def gumbel(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:
     """Standard Gumbel draws: ``-log(-log(u))`` for u uniform in [tiny, 1),
     ``jax.random.gumbel``'s default ("low") mode."""
     dtype = float_dtype(dtype, "gumbel")
@@ -123,7 +125,8 @@ def gumbel(key, shape=(), dtype=np.float64):
     return -inp.log(-inp.log(u))
 
 
-def categorical(key, logits, axis=-1, shape=None):
+def categorical(key: ArrayLike, logits: ArrayLike, axis: int = -1,
+                shape: Shape | None = None) -> Array:
     """Indices drawn with probabilities ``softmax(logits)`` along ``axis``:
     the Gumbel-max trick, ``argmax(gumbel + logits)``, as
     ``jax.random.categorical`` (``shape``: the batch shape, a prefix of
@@ -145,7 +148,7 @@ def categorical(key, logits, axis=-1, shape=None):
     return inp.argmax(noise + moved, axis=len(prefix) + axis)
 
 
-def bernoulli(key, p=0.5, shape=None):
+def bernoulli(key: ArrayLike, p: ArrayLike = 0.5, shape: Shape | None = None) -> Array:
     """Booleans that are True with probability ``p``: ``uniform < p`` in
     ``p``'s float dtype (float64 for a Python float)."""
     p = inp.asarray(p)
@@ -188,7 +191,8 @@ def _clip_to_int32(lo, hi):
     return lo, inp.where(inp.logical_and(above, hi > lo), span + 1, span)
 
 
-def randint(key, shape, minval, maxval, dtype=np.int32):
+def randint(key: ArrayLike, shape: Shape, minval: ArrayLike, maxval: ArrayLike,
+            dtype: DTypeLike = np.int32) -> Array:
     """Integers in [minval, maxval): ``jax.random.randint``'s 32-bit
     algorithm (two words per draw reduced modulo the span). Bounds are
     clipped to the int32 range as JAX clips them to the dtype's: a ``maxval``
@@ -253,7 +257,7 @@ def _count(x) -> int:
     return int(n)
 
 
-def permutation(key, x):
+def permutation(key: ArrayLike, x: ArrayLike) -> Array:
     """A random permutation of ``range(x)`` for an integer ``x``, or of the
     rows of the array ``x``: ``jax.random.permutation``'s rounds of stable
     sorts by random words (3 log n / log(2**32 - 1) rounds, one below 1626
@@ -273,7 +277,8 @@ def permutation(key, x):
     return x
 
 
-def choice(key, a, shape=(), replace=True, p=None, axis=0):
+def choice(key: ArrayLike, a: ArrayLike, shape: Shape = (), replace: bool = True,
+           p: ArrayLike = None, axis: int = 0) -> Array:
     """``jax.random.choice``'s algorithms: uniform indices by ``randint``
     (with replacement), the first draws of a ``permutation`` (without), the
     inverse of the cumulative ``p`` at a uniform draw (weighted, with), the

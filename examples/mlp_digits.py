@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -22,15 +23,18 @@ import isokernel.nn as nn
 import isokernel.numpy as inp
 import isokernel.random as rnd
 from isokernel import optim
+from isokernel.typing import Array, ArrayLike
 
-FULL = {"hidden": 64, "epochs": 30, "target": 0.96}
-QUICK = {"hidden": 32, "epochs": 10, "target": 0.90}
+Params = list[dict[str, Array]]  # one dict of weights "w" and biases "b" per layer
+
+FULL: dict[str, Any] = {"hidden": 64, "epochs": 30, "target": 0.96}
+QUICK: dict[str, Any] = {"hidden": 32, "epochs": 10, "target": 0.90}
 BATCH = 128
 NO_SKLEARN = ("mlp_digits: the digits data set comes with scikit-learn, which is not "
               "installed; pip install 'isokernel[examples]' (or scikit-learn)")
 
 
-def load_split(seed):
+def load_split(seed: int) -> list[np.ndarray]:
     """Pixels scaled to [0, 1]; a stratified 75 / 25 train / test split."""
     try:
         from sklearn.datasets import load_digits
@@ -39,35 +43,38 @@ def load_split(seed):
         sys.exit(NO_SKLEARN)
     digits = load_digits()
     x = digits.data.astype(np.float64) / 16.0
-    return train_test_split(x, digits.target.astype(np.int64), test_size=0.25,
-                            random_state=seed, stratify=digits.target)
+    parts: list[np.ndarray] = train_test_split(x, digits.target.astype(np.int64),
+                                               test_size=0.25, random_state=seed,
+                                               stratify=digits.target)
+    return parts
 
 
-def init_mlp(key, sizes):
+def init_mlp(key: Array, sizes: list[int]) -> Params:
     """He-normal weights (for ReLU) and zero biases, one dict per layer."""
     keys = rnd.split(key, len(sizes) - 1)
     return [{"w": rnd.he_normal(keys[i], (n_in, n_out)), "b": np.zeros(n_out)}
             for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
-def logits(params, x):
+def logits(params: Params, x: ArrayLike) -> Array:
     h = x
     for layer in params[:-1]:
         h = nn.relu(inp.dot(h, layer["w"]) + layer["b"])
     return inp.dot(h, params[-1]["w"]) + params[-1]["b"]
 
 
-def loss(params, x, labels):
+def loss(params: Params, x: ArrayLike, labels: ArrayLike) -> Array:
     """Mean softmax cross-entropy."""
     log_p = nn.log_softmax(logits(params, x))
     return -inp.mean(inp.sum(nn.one_hot(labels, 10) * log_p, axis=-1))
 
 
-def accuracy(params, x, labels):
+def accuracy(params: Params, x: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits(params, x), axis=-1) == labels))
 
 
-def train(cfg, x, y, seed=2026, strategy="reference"):
+def train(cfg: dict[str, Any], x: np.ndarray, y: np.ndarray, seed: int = 2026,
+          strategy: str = "reference") -> ik.Trainer:
     """Adam on shuffled minibatches of BATCH (the last partial batch of an
     epoch is dropped, so the step compiles once); the trainer."""
     params = init_mlp(rnd.key(seed), [64, cfg["hidden"], cfg["hidden"], 10])
@@ -81,8 +88,8 @@ def train(cfg, x, y, seed=2026, strategy="reference"):
     return trainer
 
 
-def main(argv=None) -> float:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10 epochs, 32 hidden units")
     parser.add_argument("--strategy", default="reference", help="CPU strategy (default reference)")
     parser.add_argument("--seed", type=int, default=2026)

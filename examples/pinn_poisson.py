@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -24,19 +25,22 @@ import isokernel as ik
 import isokernel.numpy as inp
 import isokernel.random as rnd
 from isokernel import optim
+from isokernel.typing import Array, ArrayLike
 
-FULL = {"width": 16, "points": 256, "adam": 1500, "lbfgs": 600, "target": 1e-3}
-QUICK = {"width": 16, "points": 32, "adam": 300, "lbfgs": 60, "target": 1e-2}
+Params = list[dict[str, Array]]  # one dict of weights "w" and biases "b" per layer
+
+FULL: dict[str, Any] = {"width": 16, "points": 256, "adam": 1500, "lbfgs": 600, "target": 1e-3}
+QUICK: dict[str, Any] = {"width": 16, "points": 32, "adam": 300, "lbfgs": 60, "target": 1e-2}
 
 
-def init_mlp(key, sizes):
+def init_mlp(key: Array, sizes: list[int]) -> Params:
     """Glorot-uniform weights and zero biases, one dict per layer."""
     keys = rnd.split(key, len(sizes) - 1)
     return [{"w": rnd.glorot_uniform(keys[i], (n_in, n_out)), "b": np.zeros(n_out)}
             for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
-def u(params, x):
+def u(params: Params, x: ArrayLike) -> Array:
     """The network at one point x (a scalar)."""
     h = inp.tanh(x * params[0]["w"][0] + params[0]["b"])
     for layer in params[1:-1]:
@@ -44,14 +48,14 @@ def u(params, x):
     return inp.dot(h, params[-1]["w"][:, 0]) + params[-1]["b"][0]
 
 
-def loss(params, xs):
+def loss(params: Params, xs: Array) -> Array:
     """Mean squared residual of u'' + pi^2 sin(pi x) plus the boundary terms."""
     uxx = ik.vmap(ik.hessian(u, argnums=1), in_axes=(None, 0))(params, xs)
     r = uxx + inp.pi ** 2 * inp.sin(inp.pi * xs)
     return inp.mean(r * r) + u(params, 0.0) ** 2 + u(params, 1.0) ** 2
 
 
-def relative_error(params, n=2001):
+def relative_error(params: Params, n: int = 2001) -> float:
     """||u - sin(pi x)|| / ||sin(pi x)|| on n evenly spaced points."""
     x = np.linspace(0.0, 1.0, n)
     pred = ik.vmap(u, in_axes=(None, 0))(params, x)
@@ -59,7 +63,8 @@ def relative_error(params, n=2001):
     return float(np.linalg.norm(pred - exact) / np.linalg.norm(exact))
 
 
-def train(cfg, seed=2026, strategy="reference"):
+def train(cfg: dict[str, Any], seed: int = 2026,
+          strategy: str = "reference") -> tuple[Params, float, float]:
     """Adam, then L-BFGS from Adam's parameters; the final parameters and losses."""
     xs = np.linspace(0.0, 1.0, cfg["points"])
     params = init_mlp(rnd.key(seed), [1, cfg["width"], cfg["width"], 1])
@@ -74,8 +79,8 @@ def train(cfg, seed=2026, strategy="reference"):
     return lbfgs.params, float(adam_loss), float(lbfgs_loss)
 
 
-def main(argv=None) -> float:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="32 points, 300 Adam and 60 L-BFGS steps (seconds)")
     parser.add_argument("--strategy", default="reference", help="CPU strategy (default reference)")

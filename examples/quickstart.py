@@ -9,14 +9,15 @@ import numpy as np
 import isokernel
 import isokernel.numpy as inp
 from isokernel.backends.parity import max_ulp
+from isokernel.typing import Array, ArrayLike
 
 
-def vegetation_attenuation(ndvi, b):
+def vegetation_attenuation(ndvi: ArrayLike, b: ArrayLike) -> Array:
     """Two-way vegetation transmissivity exp(-2 b ndvi), clipped NDVI."""
     return inp.exp(-2.0 * b * inp.clip(ndvi, 0.0, 1.0))
 
 
-def main():
+def main() -> None:
     ndvi = np.random.default_rng(0).uniform(-0.1, 0.9, 1_000_000)
     eager = vegetation_attenuation(ndvi, 0.12)  # plain NumPy values
     oracle = isokernel.jit(vegetation_attenuation, strategy="reference")

@@ -16,6 +16,7 @@ import numpy as np
 import isokernel as ik
 import isokernel.numpy as inp
 from isokernel.ode import odeint
+from isokernel.typing import Array
 
 N, NU = 128, 0.1
 TIMES = np.array([0.0, 0.5, 1.0, 2.0])
@@ -25,7 +26,7 @@ IK = (1j * np.where(K == N // 2, 0.0, K)).astype(np.complex128)  # d/dx (the Nyq
 MINUS_K2 = (-(K ** 2)).astype(np.complex128)  # d2/dx2
 
 
-def burgers(u, t):
+def burgers(u: Array, t: Array) -> Array:
     """du/dt at the grid points: the derivatives spectral, the product pointwise."""
     u_hat = inp.fft.rfft(u)
     ux = inp.fft.irfft(IK * u_hat, n=N)
@@ -33,11 +34,11 @@ def burgers(u, t):
     return NU * uxx - u * ux
 
 
-def solve(u0):
+def solve(u0: Array) -> Array:
     return odeint(burgers, u0, TIMES, rtol=1e-10, atol=1e-12)
 
 
-def cole_hopf(x, t, nu=NU, terms=80):
+def cole_hopf(x: np.ndarray, t: float, nu: float = NU, terms: int = 80) -> Array:
     """The exact solution for u(x, 0) = sin(x): u = -2 nu phi_x / phi with
     phi = I0(a) + 2 sum_n I_n(a) exp(-nu n^2 t) cos(n x), a = 1 / (2 nu)
     (SciPy's exponentially scaled Bessel functions; the scale cancels)."""

@@ -23,31 +23,32 @@ import isokernel as ik
 import isokernel.numpy as inp
 from isokernel import codegen
 from isokernel.ode import odeint
+from isokernel.typing import Array
 
 TIMES = np.array([0.0, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4, 1e5])
 RTOL, ATOL = 1e-6, 1e-10
 
 
-def robertson(y, t, k1):
+def robertson(y: Array, t: Array, k1: Array) -> Array:
     a, b, c = y[0], y[1], y[2]
     return inp.stack([-k1 * a + 1e4 * b * c,
                       k1 * a - 1e4 * b * c - 3e7 * b * b,
                       3e7 * b * b])
 
 
-def pixel(k1):
+def pixel(k1: Array) -> tuple[Array, dict[str, Array]]:
     y0 = inp.stack([inp.ones_like(k1), inp.zeros_like(k1), inp.zeros_like(k1)])
     return odeint(robertson, y0, TIMES, k1, method="rosenbrock23", rtol=RTOL, atol=ATOL,
                   full_output=True)
 
 
-def scipy_reference(k1):
+def scipy_reference(k1: float) -> Array | None:
     try:
         from scipy.integrate import solve_ivp
     except ImportError:
         return None
 
-    def rhs(t, y):
+    def rhs(t: float, y: np.ndarray) -> list[float]:
         return [-k1 * y[0] + 1e4 * y[1] * y[2],
                 k1 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2, 3e7 * y[1] ** 2]
     sol = solve_ivp(rhs, (0.0, TIMES[-1]), [1.0, 0.0, 0.0], method="Radau", rtol=1e-10,
@@ -55,7 +56,7 @@ def scipy_reference(k1):
     return sol.y[:, -1]
 
 
-def main():
+def main() -> None:
     k1 = np.array([0.04, 0.03, 0.05, 0.02])
     strategy = "native" if codegen.unavailable_reason() is None else "reference"
     ys, info = ik.jit(ik.vmap(pixel), strategy=strategy)(k1)

@@ -20,7 +20,9 @@ second and third derivatives are implicit too. Values ``fun`` closes over
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from ..ir.source import user_where
 from ..record import current_builder, replay, trace_flat
 from ..record.tracer import aval_of_example
 from ..transforms import custom_jvp, jacfwd, jvp
+from ..typing import Array, ArrayLike
 from . import dense
 
 DEPTH = 3
@@ -46,12 +49,13 @@ class RootResults:
     ``nit`` the Newton steps taken. A pytree (a dataclass), so it passes
     through ``jit``, ``vmap`` and the derivatives."""
 
-    x: object
-    success: object
-    nit: object
+    x: Array
+    success: Array
+    nit: Array
 
 
-def root(fun, x0, *args, method: str = "newton", tol=None, maxiter: int = 50):
+def root(fun: Callable[..., Any], x0: ArrayLike, *args: Any, method: str = "newton",
+         tol: ArrayLike = None, maxiter: int = 50) -> RootResults:
     """A root of ``fun(x, *args)`` (same shape as ``x``) from ``x0``."""
     where = user_where()
     if method != "newton":

@@ -3,7 +3,7 @@ arrays, and run it as a NumPy oracle, on every CPU core, as compiled native
 code or on a GPU — with an audit record of what ran where under which
 numerical rules."""
 
-from . import deploy, nn, ode, ops, optim, optimize, random, scipy
+from . import deploy, nn, ode, ops, optim, optimize, random, scipy, units
 from .backends import (
     Capsule,
     Executable,
@@ -62,7 +62,8 @@ __all__ = [
     "hvp", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linearize", "numerics", "plan",
     "register_pytree_node", "register_strategy", "replay", "stop_gradient", "trace",
     "tree_flatten", "tree_map", "tree_unflatten", "unregister_strategy", "value_and_grad",
-    "verify", "vjp", "vmap", "nn", "ode", "ops", "optim", "optimize", "random", "scipy", "Trainer",
+    "verify", "vjp", "vmap", "nn", "ode", "ops", "optim", "optimize", "random", "scipy", "units",
+    "Trainer",
     "save",
     "load", "CheckpointError",
 ]

@@ -23,12 +23,25 @@ class TreeDef(NamedTuple):
 
 LEAF = TreeDef("leaf", None, ())
 _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
+_ANNOTATED: dict[type, tuple[Callable, Callable | None]] = {}
 
 
-def register_pytree_node(cls: type, flatten: Callable, unflatten: Callable) -> None:
+def register_pytree_node(cls: type, flatten: Callable, unflatten: Callable, *,
+                         annotation: Callable | None = None,
+                         derivative: Callable | None = None) -> None:
     """``flatten(obj) -> (children, aux)``; ``unflatten(aux, children) -> obj``;
-    ``aux`` must be hashable."""
+    ``aux`` must be hashable.
+
+    ``annotation(aux) -> str`` marks a node that wraps one leaf and says
+    something about it (``isokernel.units.Quantity``: its unit): the leaf's
+    path is the node's (``leaf_paths``), reports show the text
+    (``annotations``). ``derivative(aux_in, aux_out) -> aux`` of such a
+    node: the aux of the derivative of a one-leaf output with respect to a
+    leaf, each given as its node's aux or None for a bare leaf; None makes
+    the derivative a bare leaf (``derivative_tree``)."""
     _REGISTRY[cls] = (flatten, unflatten)
+    if annotation is not None:
+        _ANNOTATED[cls] = (annotation, derivative)
 
 
 def _is_namedtuple(x) -> bool:
@@ -147,6 +160,8 @@ def _describe(td: TreeDef) -> str:
 
 def _steps(kind: str, aux, count: int) -> list[str]:
     """The path step to each child of a container, as ``leaf_paths`` writes it."""
+    if kind == "custom" and aux[0] in _ANNOTATED:
+        return [""]
     if kind == "dict":
         return [f"[{k!r}]" for k in aux]
     if kind == "namedtuple":
@@ -164,3 +179,59 @@ def leaf_paths(tree: Any, prefix: str) -> list[str]:
     kind, aux, children = found
     steps = _steps(kind, aux, len(children))
     return [p for s, c in zip(steps, children) for p in leaf_paths(c, prefix + s)]
+
+
+# --- annotated leaves (registered with ``annotation``): units ----------------------------------
+
+def _annotated(td: TreeDef) -> tuple[type, Any] | None:
+    """(class, aux) of an annotated node around one leaf, else None."""
+    if td.kind == "custom" and td.aux[0] in _ANNOTATED and td.children == (LEAF,):
+        return td.aux
+    return None
+
+
+def is_scalar_tree(td: TreeDef) -> bool:
+    """A bare leaf, or an annotated node around one (a quantity): what
+    ``grad`` differentiates."""
+    return td == LEAF or _annotated(td) is not None
+
+
+def annotations(td: TreeDef, prefix: str) -> list[tuple[str, str | None]]:
+    """(path, annotation or None) of each leaf of the structure ``td``,
+    paths as ``leaf_paths`` writes them from ``prefix``."""
+    found = _annotated(td)
+    if found is not None:
+        return [(prefix, _ANNOTATED[found[0]][0](found[1]))]
+    if td == LEAF:
+        return [(prefix, None)]
+    steps = _steps(td.kind, td.aux, len(td.children))
+    return [item for step, child in zip(steps, td.children)
+            for item in annotations(child, prefix + step)]
+
+
+def has_annotations(td: TreeDef) -> bool:
+    """Whether any leaf of ``td`` is annotated."""
+    return _annotated(td) is not None or any(has_annotations(c) for c in td.children)
+
+
+def derivative_tree(in_tree: TreeDef, out_tree: TreeDef) -> TreeDef:
+    """The structure of the derivative of a scalar output of structure
+    ``out_tree`` (``is_scalar_tree``) with respect to inputs of structure
+    ``in_tree``: ``in_tree``, with each leaf annotated by its class's
+    derivative rule (a quantity's unit: output unit / input unit)."""
+    if not _ANNOTATED or (out_tree == LEAF and not has_annotations(in_tree)):
+        return in_tree
+    return _derive(in_tree, _annotated(out_tree))
+
+
+def _derive(td: TreeDef, out: tuple[type, Any] | None) -> TreeDef:
+    found = _annotated(td)
+    if found is None and td != LEAF:
+        return td._replace(children=tuple(_derive(c, out) for c in td.children))
+    cls = found[0] if found is not None else (out[0] if out is not None else None)
+    rule = _ANNOTATED[cls][1] if cls is not None else None
+    if rule is None:
+        return td
+    aux = rule(found[1] if found is not None else None,
+               out[1] if out is not None and out[0] is cls else None)
+    return LEAF if aux is None else TreeDef("custom", (cls, aux), (LEAF,))

@@ -5,6 +5,7 @@ and return NumPy values, so a model file also runs as plain NumPy code.
 ``inp.linalg`` is NumPy's dense linear algebra (``isokernel.numpy.linalg``).
 """
 
+from ..record import overlay as _overlay
 from ..record.frontend import (  # noqa: F401
     abs,
     absolute,
@@ -229,3 +230,6 @@ __all__ = [
     "trapezoid", "tri", "tril", "triu", "true_divide", "trunc", "unique", "var", "vdot", "where",
     "zeros", "zeros_like",
 ]
+
+# a call with an overlay operand (an ``isokernel.units.Quantity``) is the overlay's to make
+_overlay.dispatch_namespace(globals(), [n for n in dir() if not n.startswith("_")])

@@ -24,7 +24,7 @@ from .. import numpy as inp
 from ..control import scan, while_loop
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
-from ..record import current_builder
+from ..record import current_builder, overlay
 from .solvers import Solver, solver_for
 from .tableaux import TABLES
 
@@ -59,6 +59,11 @@ def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
     ``t``, ``rtol`` and ``atol`` known while recording are checked at once;
     traced ones (arguments of ``jit``, mapped by ``vmap``) that are invalid
     give ``success`` False, no step, and NaN in every row after the first."""
+    found = overlay.find((y0, t), {})
+    if found is not None:  # quantities (isokernel.units): checked there, solved on magnitudes
+        options = {"method": method, "rtol": rtol, "atol": atol, "max_steps": max_steps,
+                   "dt0": dt0, "full_output": full_output}
+        return found.__isokernel_function__("odeint", odeint, (func, y0, t, *args), options)
     where = user_where()
     solver = _solver(method, dt0, where)
     _check_options(t, max_steps, dt0, where)

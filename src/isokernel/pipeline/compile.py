@@ -24,7 +24,7 @@ from ..backends.strategies import passed_over
 from ..codegen.pixel import pixel_count
 from ..control import report_lines as control_lines
 from ..ir import BackendUnavailableError
-from ..ir.pytree import LEAF, tree_flatten, tree_unflatten
+from ..ir.pytree import LEAF, annotations, has_annotations, tree_flatten, tree_unflatten
 from ..record.tables import refuse_hardware_modes
 from ..transforms.fusion import report_lines as fused_lines
 from .blocks import BlockRunner
@@ -154,6 +154,7 @@ class Compiled:
                    self._reductions_line(),
                    *fused_lines(self.graph, self.executable.forms_run),
                    *control_lines(self.graph),
+                   *_unit_lines(self.lowered),
                    *self.executable.report_lines(),
                    *deploy.report_lines(self)])
 
@@ -169,6 +170,22 @@ NUMERICS_TEXT = {
     "portable": "portable: every transcendental recorded as its shared branchless "
                 "decomposition into IEEE basic ops (identical bits on every strategy)",
 }
+
+
+def _unit_lines(lowered: Lowered) -> list[tuple[str, str]]:
+    """The units of the inputs and outputs, when any is a quantity
+    (``isokernel.units``: an annotated leaf); a bare one says ``bare``."""
+    ins, outs = lowered.key.tree, lowered.out_tree
+    if not (has_annotations(ins) or has_annotations(outs)):
+        return []
+    named = [item for name, child in zip(lowered.key.names, ins.children)
+             for item in annotations(child, name)]
+    return [("units in", _units_text(named)),
+            ("units out", _units_text(annotations(outs, "out")))]
+
+
+def _units_text(items) -> str:
+    return ", ".join(f"{path or 'out'} {note or 'bare'}" for path, note in items) or "none"
 
 
 def _unflattener(out_tree):

@@ -22,6 +22,7 @@ from ..ir import dtypes as _dt
 from ..ir.source import user_where
 from ..typing import Array, ArrayLike, Axis, DTypeLike, Shape
 from . import complex_parts as _complex_parts
+from . import overlay as _overlay
 from . import portable as _portable
 from .tracer import Tracer, as_tracer, bind, current_builder
 
@@ -1620,13 +1621,17 @@ def _install_array_methods() -> None:
         "matmul": matmul, "and": bitwise_and, "or": bitwise_or,
         "xor": bitwise_xor, "lshift": left_shift, "rshift": right_shift,
     }
+    # an overlay operand (a quantity) takes the operator: NotImplemented asks its reflection
+    overlays = _overlay.TYPES
     for name, fn in ops.items():
-        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn: fn(self, other))
+        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn:
+                NotImplemented if type(other) in overlays else fn(self, other))
         setattr(Tracer, f"__r{name}__", _swapped(fn))
     compare = {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal,
                "eq": equal, "ne": not_equal}
     for name, fn in compare.items():
-        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn: fn(self, other))
+        setattr(Tracer, f"__{name}__", lambda self, other, fn=fn:
+                NotImplemented if type(other) in overlays else fn(self, other))
     Tracer.__neg__ = negative
     Tracer.__pos__ = positive
     Tracer.__abs__ = absolute

@@ -24,8 +24,9 @@ import numpy as np
 
 from ..ir import DifferentiationError, Graph, Op, dtypes
 from ..ir.pytree import (
-    LEAF,
     TreeDef,
+    derivative_tree,
+    is_scalar_tree,
     leaf_paths,
     register_pytree_node,
     tree_flatten,
@@ -139,7 +140,7 @@ class _Traced:
         return tree.children
 
     def require_scalar_output(self, main, holomorphic: bool = False) -> None:
-        if main != LEAF:
+        if not is_scalar_tree(main):
             raise DifferentiationError(
                 f"{self.transform}({_label(self.fun)}): the output is a {main.kind} of "
                 f"{main.num_leaves} values, but {self.transform} needs one scalar output. "
@@ -315,7 +316,9 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
     JAX's convention (the transposes are not conjugated: the gradient of a
     real ``f(z)`` is the conjugate of its Wirtinger gradient's double);
     ``holomorphic=True`` differentiates a complex-valued holomorphic ``f``
-    of complex inputs: ``f'(z)``."""
+    of complex inputs: ``f'(z)``. With quantities (``isokernel.units``) the
+    value keeps its unit and each gradient leaf is in the output's unit per
+    its input's unit."""
     def value_and_grad_f(*args, **kwargs):
         nums, single = _argnums("grad", fun, argnums, len(args))
         traced = _Traced("grad", fun, args, kwargs, nums)
@@ -326,11 +329,13 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
         graph = vjp_graph(traced.graph, traced.diff, wrt=[0], seeds=[seed])
         outs = _replay(graph, *traced.inputs)
         n = len(traced.graph.outputs)
-        grads = tree_unflatten(traced.in_tree, outs[n:])
+        # quantities (isokernel.units): the gradient in output units per input unit
+        grads = tree_unflatten(derivative_tree(traced.in_tree, main), outs[n:])
         grads = grads[0] if single else tuple(grads)
+        value = tree_unflatten(main, outs[:1])
         if has_aux:
-            return (outs[0], tree_unflatten(aux, outs[1:n])), grads
-        return outs[0], grads
+            return (value, tree_unflatten(aux, outs[1:n])), grads
+        return value, grads
     return _wrap("value_and_grad", fun, value_and_grad_f)
 
 

@@ -72,9 +72,12 @@ def test_the_default_turns_it_on_at_the_second_batch_size():
 def test_a_reduction_over_the_batch_compiles_per_size_and_says_why():
     jitted = ik.jit(loss, polymorphic=True)
     x = np.linspace(0.0, 1.0, 300)
-    jitted(x, W)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second and a third size: no warning yet
+        for n in (300, 400, 500):
+            jitted(np.linspace(0.0, 1.0, n), W)
     with pytest.warns(ik.RetraceWarning, match="reduce_sum at .*test_polymorphic.py.*row by row"):
-        jitted(np.linspace(0.0, 1.0, 400), W)
+        jitted(np.linspace(0.0, 1.0, 600), W)
     np.testing.assert_allclose(jitted(x, W), np.sum(ik.jit(model, strategy="reference")(x, W)),
                                rtol=1e-12)
 

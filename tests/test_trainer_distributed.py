@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import isokernel as ik
+import isokernel.numpy as inp
 from isokernel import optim
 
 pytest.importorskip("distributed")
@@ -100,6 +101,37 @@ def test_serial_steps_are_the_hand_written_bits(serial, dtype):
     assert float(losses[-1]) < 0.7 * float(losses[0])  # it trains
 
 
+def mean_loss(params, x, y):
+    """``mlp_loss`` over the row count: the single-process form of its mean."""
+    w1, b1, w2 = params
+    r = inp.tanh(x @ w1 + b1) @ w2 - y
+    return inp.mean(inp.sum(r * r, axis=1))
+
+
+def one_process_run(client, dtype, strategy, steps=STEPS):
+    """(data-parallel steps with the default blocks, single-process steps with
+    deterministic reductions) on 9,000 rows: blocks of 4096, 4096 and 808."""
+    params, x, y = problem(dtype, rows=9000)
+    blocks = ik.Trainer(mlp_loss, params, optimizer(), client=client, strategy=strategy,
+                        worker_timeout=TIMEOUT)
+    one = ik.Trainer(mean_loss, params, optimizer(), strategy=strategy,
+                     deterministic_reductions=True)
+    runs = [([t.step(x, y) for _ in range(steps)], t.params, t.opt_state) for t in (blocks, one)]
+    blocks.close()
+    return runs
+
+
+@pytest.mark.parametrize("strategy", ["reference", "auto"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_data_parallel_steps_are_one_process_deterministic_steps(dtype, strategy):
+    """Trainer(client=...) equals Trainer(deterministic_reductions=True) step
+    for step: the same blocks, the same halving tree, the same update."""
+    (losses, params, state), (losses1, params1, state1) = one_process_run("serial", dtype,
+                                                                          strategy)
+    assert same_bits(losses, losses1) and same_bits(params, params1)
+    assert same_bits(state, state1)
+
+
 def test_what_a_data_parallel_step_cannot_do_is_refused():
     params = problem(np.float64)[0]
     with pytest.raises(ValueError, match="has_aux=True is not supported data-parallel"):
@@ -142,6 +174,10 @@ def test_steps_on_workers_are_the_single_process_bits(serial, workers, capsys, t
             assert same_bits(losses, serial[dt][0]), (workers, dt)
             assert same_bits(t.params, serial[dt][1]), (workers, dt)
             assert same_bits(t.opt_state, serial[dt][2]), (workers, dt)
+    if workers == 2:  # a one-process run's bits on the cluster, default blocks
+        (losses, params, _), (losses1, params1, _) = one_process_run(c.client, np.float32,
+                                                                     "reference", steps=5)
+        assert same_bits(losses, losses1) and same_bits(params, params1)
     if workers == 2:  # save on the cluster half-way, resume in a new Trainer
         t = trainer(c.client, np.float64)
         train(t, np.float64, steps=STEPS // 2)

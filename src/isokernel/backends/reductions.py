@@ -27,6 +27,15 @@ Step 3 is the shared-memory tree of a GPU block reduction with sequential
 addressing (a block of B/2 threads, stride h); step 4 is a second pass over
 the partials. On the CPU, ``threads`` and ``native`` hand contiguous runs of
 blocks to their workers; ``reference`` runs the same function serially.
+
+A *contraction over the pixel axis* (a ``dot_general`` contracting axis 0 of
+both operands, of length P, with no batch axes: a weight gradient ``Xᵀ·δ``
+of a loss summed over the rows) follows the same blocks in tree mode: each
+block's product is the matrix product of its rows (NumPy's ``matmul``, with
+BLAS on one thread, whose inner order then depends on the block alone), and
+the ⌈P/B⌉ partial products combine by the halving tree. So a loss and its
+gradient summed over rows are the same bits whether the rows run in one
+process or block by block on a cluster (``isokernel.distributed``).
 """
 
 from __future__ import annotations
@@ -94,6 +103,52 @@ def is_pixel_reduction(node: Node, pixels: int) -> bool:
         return False
     x = node.inputs[0]
     return x.aval.ndim > 0 and x.aval.shape[0] == pixels and 0 in node.attrs["axes"]
+
+
+def is_pixel_contraction(node: Node, pixels: int) -> bool:
+    """A ``dot_general`` contracting axis 0 (the pixel axis) of both operands
+    and no batch axes."""
+    if node.op is not Op.DOT_GENERAL or pixels < 2:
+        return False
+    (ca, cb), (ba, bb) = node.attrs["contracting"], node.attrs["batch"]
+    a, b = node.inputs
+    return (not ba and not bb and 0 in ca and 0 in cb and list(ca).index(0) == list(cb).index(0)
+            and a.aval.shape[0] == pixels and b.aval.shape[0] == pixels)
+
+
+NEEDS_THREADPOOLCTL = ("deterministic reductions: a contraction over the pixel axis runs its "
+                       "blocks' products with BLAS on one thread, which needs threadpoolctl: "
+                       "pip install threadpoolctl (in isokernel's io extra)")
+_CONTROLLER: list = []
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread. OpenBLAS and MKL sum a
+    matrix product's inner dimension in an order that depends on their
+    thread count; one thread makes a block's product depend on the block
+    alone (and Dask's worker processes run BLAS on one thread)."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            raise ImportError(NEEDS_THREADPOOLCTL) from None
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+
+
+def tree_contract(node: Node, a: np.ndarray, b: np.ndarray,
+                  block: int = REDUCTION_BLOCK) -> np.ndarray:
+    """A pixel-axis contraction in the deterministic order: per block of
+    ``block`` rows the product of the block's rows (BLAS on one thread),
+    then the halving tree over the partial products."""
+    rule = EVAL[Op.DOT_GENERAL]
+    rows = a.shape[0]
+    with one_blas_thread():
+        parts = [rule(a[lo:lo + block], b[lo:lo + block], **node.attrs)
+                 for lo in range(0, rows, block)]
+    if len(parts) == 1:
+        return parts[0]
+    return halving_tree(np.add, np.stack(parts)).copy()
 
 
 def halving_tree(ufunc, rows: np.ndarray, axis: int = 0, scratch=None) -> np.ndarray:
@@ -191,7 +246,9 @@ def kernel(node: Node, fallback: Callable, pixels: int, mode: str,
            run_tasks: Callable | None = None, tasks: int = 1) -> Callable:
     """The function that computes ``node`` whole under ``mode``:
     ``fallback`` (the reference rule) unless it is a pixel-axis reduction
-    in tree mode."""
+    or contraction in tree mode."""
+    if mode == "tree" and is_pixel_contraction(node, pixels):
+        return lambda a, b: tree_contract(node, a, b)
     if mode != "tree" or not is_pixel_reduction(node, pixels):
         return fallback
     axes = node.attrs["axes"]

@@ -5,6 +5,15 @@ Everything here runs the same way in the driver process
 same bits: the blocks depend only on the batch size and ``block_rows``, each
 block runs the same jitted function, and the partial results combine in a
 tree over block index alone.
+
+It is also the order of one process: with ``block_rows`` equal to
+``backends.reductions.REDUCTION_BLOCK`` (the default) the blocks are the
+deterministic reductions' blocks and ``pairwise`` is their halving tree, and
+for ``reduction="mean"`` each block differentiates its sum divided by the
+batch's row count (as ``mean``'s derivative does), so
+``value_and_grad(fun)(p, *batch)`` is the bits of ``jit(value_and_grad(
+lambda p, *b: fun(p, *b) / rows), deterministic_reductions=True)`` on the
+same strategy, for a ``fun`` that sums per-row losses.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from numbers import Integral
 
 import numpy as np
 
+from ..backends.reductions import REDUCTION_BLOCK, one_blas_thread
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..pipeline import jit
 from ..transforms import value_and_grad
@@ -28,14 +38,10 @@ BAD_ROWS = ("distributed.value_and_grad: the sharded arguments {argnums} have {r
             "axis 0; they must all have the same number of rows (at least 1)")
 SHARDED_ARGNUM = ("distributed.value_and_grad: argnums {argnums} and shard_argnums {shard} "
                   "overlap; differentiate with respect to the parameters, not the batch")
-NEEDS_THREADPOOLCTL = ("isokernel.distributed needs threadpoolctl to run BLAS on one thread "
-                       "(the same bits on the driver and on the workers): pip install "
-                       "threadpoolctl")
 NONDETERMINISTIC = ("distributed.value_and_grad: deterministic_reductions=False; blocks always "
                     "run with deterministic reductions (the same bits on every worker), drop "
                     "the option")
-DEFAULT_BLOCK_ROWS = 1024
-_CONTROLLER = None  # threadpoolctl's view of the loaded BLAS libraries, made once
+DEFAULT_BLOCK_ROWS = REDUCTION_BLOCK
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ class Spec:
     argnums: object
     strategy: str
     jit_options: tuple
+    reduction: str = "sum"
 
 
 def check_options(reduction, block_rows, argnums, shard_argnums) -> None:
@@ -99,25 +106,34 @@ def split_blocks(args: tuple, shard_argnums: tuple, block_rows: int) -> list[tup
 
 def build(spec: Spec):
     """The jitted value and gradient of the block loss, with deterministic
-    reductions (the same bits for any number of threads inside a worker)."""
+    reductions (the same bits for any number of threads inside a worker).
+    For ``mean`` the function takes the batch's row count last (``with_rows``)
+    and returns the block's sum with the gradient of that sum over the row
+    count: the cotangent ``1/rows`` each row gets from ``mean``."""
     options = {**dict(spec.jit_options), "deterministic_reductions": True}
-    return jit(value_and_grad(spec.fun, argnums=spec.argnums), strategy=spec.strategy,
-               **options)
+    if spec.reduction == "sum":
+        return jit(value_and_grad(spec.fun, argnums=spec.argnums), strategy=spec.strategy,
+                   **options)
+    fun = spec.fun
+
+    def scaled(*args):
+        total = fun(*args[:-1])
+        return total / args[-1], total
+
+    differentiated = value_and_grad(scaled, argnums=spec.argnums, has_aux=True)
+
+    def block(*args):
+        (_, total), grads = differentiated(*args)
+        return total, grads
+    block.__name__ = getattr(fun, "__name__", "block")
+    return jit(block, strategy=spec.strategy, **options)
 
 
-def one_blas_thread():
-    """A context in which BLAS runs on one thread. OpenBLAS and MKL sum a
-    matrix product's inner dimension in an order that depends on their
-    thread count, and Dask's worker processes run them on one thread: the
-    driver's reference must too."""
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            raise ImportError(NEEDS_THREADPOOLCTL) from None
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1, user_api="blas")
+def with_rows(args: tuple, rows: int, reduction: str) -> tuple:
+    """The arguments a block function of ``build`` takes: for ``mean`` the
+    batch's row count follows them (a Python float, weak: one compilation
+    for every batch size)."""
+    return (*args, float(rows)) if reduction == "mean" else tuple(args)
 
 
 def run_block(compiled, shard_argnums: tuple, args: tuple, block: tuple):
@@ -133,24 +149,26 @@ def run_block(compiled, shard_argnums: tuple, args: tuple, block: tuple):
 
 
 def pairwise(values: list):
-    """The fixed combine tree over block index: adjacent pairs
-    ``(0+1), (2+3), …`` level by level, an odd last element carried up
-    unchanged. A node at level L holds blocks ``[k·2^L, (k+1)·2^L)``."""
+    """The fixed combine tree over block index: the halving tree of the
+    deterministic reductions (``backends.reductions``): while n > 1,
+    h = ⌈n/2⌉ and ``v[i] ← v[i] + v[i+h]`` for i < n − h (the middle one
+    carried up when n is odd)."""
     level = list(values)
     while len(level) > 1:
-        paired = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
-        level = paired + ([level[-1]] if len(level) % 2 else [])
+        n, h = len(level), (len(level) + 1) // 2
+        level = [level[i] + level[i + h] for i in range(n - h)] + level[n - h:h]
     return level[0]
 
 
 def combine(partials: list, rows: int, reduction: str, grad_tree):
-    """Combine the per-block ``(loss, leaves)`` in the fixed tree, then divide
-    by the row count for ``mean``; the gradient gets the parameters' structure."""
+    """Combine the per-block ``(loss, leaves)`` in the fixed tree; for
+    ``mean`` the loss is then divided by the row count (the blocks'
+    gradients already carry it: ``build``); the gradient gets the
+    parameters' structure."""
     loss = pairwise([p[0] for p in partials])
     leaves = [pairwise([p[1][j] for p in partials]) for j in range(len(partials[0][1]))]
     if reduction == "mean":
         loss = np.divide(loss, np.asarray(rows, loss.dtype))
-        leaves = [np.divide(x, np.asarray(rows, x.dtype)) for x in leaves]
     return np.asarray(loss), tree_unflatten(grad_tree, [np.asarray(x) for x in leaves])
 
 

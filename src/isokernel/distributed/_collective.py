@@ -35,6 +35,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .. import numpy as inp
 from ..backends.devices import Device, unavailable_reason
 from ..ir import BackendUnavailableError, DTypeError, IsokernelError
 from ..ir.pytree import tree_flatten, tree_unflatten
@@ -465,15 +466,17 @@ class _Layout:
 
 def _combiner(layout: _Layout):
     """``gathered (W, segment) -> total (1+G,)``: the blocks' partials summed
-    in ``_blocks.pairwise``'s tree over block index, then divided by the row
-    count for ``mean``, as ``_blocks.combine`` does leaf by leaf (every step
-    is elementwise, so the loss and all leaves can travel as one vector)."""
+    in ``_blocks.pairwise``'s tree over block index, then the loss divided by
+    the row count for ``mean`` (the gradients carry it already), as
+    ``_blocks.combine`` does leaf by leaf (every step is elementwise, so the
+    loss and all leaves can travel as one vector)."""
     places = layout.block_places()
 
     def combine(gathered):
         total = _blocks.pairwise([gathered[r, at:at + layout.width] for r, at in places])
         if layout.reduction == "mean":
-            total = total / np.asarray(layout.rows, layout.dtype)
+            total = inp.concatenate([total[:1] / np.asarray(layout.rows, layout.dtype),
+                                     total[1:]])
         return total
 
     return combine
@@ -502,7 +505,7 @@ def collective_value_and_grad(fun, *, comm, shard_argnums=(1,), argnums=0, reduc
         _blocks.check_jit_options(jit_options)
     except ValueError as err:
         raise ValueError(str(err).replace("distributed.value_and_grad", NAME)) from None
-    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
+    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())), reduction)
     return CollectiveValueAndGrad(spec, comm, shard_argnums, reduction, block_rows)
 
 
@@ -660,7 +663,7 @@ class CollectiveValueAndGrad:
         for i in self.shard_argnums:
             full[i] = self._arrays.rows(args[i], lo - base, hi - base)
         with self._arrays.scope():
-            loss, grads = self._compiled(*full)
+            loss, grads = self._compiled(*_blocks.with_rows(full, layout.rows, self.reduction))
         xp = self._arrays.xp
         parts = [xp.asarray(loss), *(xp.asarray(g) for g in tree_flatten(grads)[0])]
         got = {np.dtype(p.dtype) for p in parts}

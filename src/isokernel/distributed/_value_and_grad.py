@@ -40,13 +40,14 @@ def reference_value_and_grad(fun, *, shard_argnums=(1,), argnums=0, reduction="m
     shard_argnums = tuple(shard_argnums)
     _blocks.check_options(reduction, block_rows, argnums, shard_argnums)
     _blocks.check_jit_options(jit_options)
-    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
+    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())), reduction)
     compiled = _blocks.build(spec)
 
     def reference(params, *batch):
         args = (params, *batch)
         rows = _blocks.row_count(args, shard_argnums)
-        partials = [_blocks.run_block(compiled, shard_argnums, args, block)
+        shared = _blocks.with_rows(args, rows, reduction)
+        partials = [_blocks.run_block(compiled, shard_argnums, shared, block)
                     for block in _blocks.split_blocks(args, shard_argnums, block_rows)]
         return _blocks.combine(partials, rows, reduction, _blocks.grad_structure(args, argnums))
 
@@ -66,7 +67,7 @@ def value_and_grad(fun, *, client, shard_argnums=(1,), argnums=0, reduction="mea
     _blocks.check_options(reduction, block_rows, argnums, shard_argnums)
     _blocks.check_jit_options(jit_options)
     _cluster.check_options(client, n_workers, worker_timeout)
-    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())))
+    spec = _blocks.Spec(fun, argnums, strategy, tuple(sorted(jit_options.items())), reduction)
     return DistributedValueAndGrad(spec, client, shard_argnums, reduction, block_rows,
                                    progress, n_workers, worker_timeout)
 
@@ -178,7 +179,9 @@ class DistributedValueAndGrad:
     def _compute(self, args) -> list:
         """One ``(loss, leaves)`` per block, in block order, whichever worker
         computed it; lost blocks are sent again and recomputed."""
-        sent = tuple(None if i in self.shard_argnums else a for i, a in enumerate(args))
+        sent = _blocks.with_rows(
+            tuple(None if i in self.shard_argnums else a for i, a in enumerate(args)),
+            _blocks.row_count(args, self.shard_argnums), self.reduction)
         shared = self.client.submit(_worker.hold, sent, pure=False)  # one send per call
         tasks = self._submit(range(len(self._blocks)), shared)
         results, losses = [None] * len(self._blocks), [0] * len(self._blocks)

@@ -190,10 +190,13 @@ class Jitted(Generic[_P, _R]):
 
     def _note_batch_compile(self, compiled) -> None:
         """A polymorphic batch size that still compiled its own code: say why
-        (the report's ``program`` line says it too)."""
+        (the report's ``program`` line says it too), from the
+        ``RETRACE_WARN_AFTER``-th size of a family on (a last, smaller batch
+        is no reason to warn)."""
         obstacle = getattr(compiled.executable, "batch_obstacle", None)
         key = compiled.lowered.key
-        if compiled.lowered.polymorphic and obstacle and len(self._families[key.family()]) > 1:
+        if compiled.lowered.polymorphic and obstacle and \
+                len(self._families[key.family()]) > RETRACE_WARN_AFTER:
             warnings.warn(f"jit({self.__name__}): a new batch size compiled its own C code: "
                           f"{obstacle}. Only graphs whose every batch-axis value is computed "
                           f"row by row share compiled code across batch sizes",

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from ..backends.devices import Device
-from ..backends.strategies import choose
+from ..backends.strategies import choose, get_strategy
 from ..distributed import DistributedValueAndGrad, reference_value_and_grad, value_and_grad
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import apply_updates
@@ -106,7 +106,12 @@ class DataParallel:
             return (*tree_flatten(apply_updates(params, updates))[0],
                     *tree_flatten(new_state)[0])
 
-        jitted = jit(update, strategy=self.strategy, **trainer._jit_options)
+        # on the CPU by the reference rules: the parameter-sized update is then the
+        # bits of a single-process Trainer(..., deterministic_reductions=True) step,
+        # whose compiled strategies run every op without the batch axis that way
+        cpu = self.strategy == "auto" or get_strategy(self.strategy).device == "cpu"
+        jitted = jit(update, strategy="reference" if cpu else self.strategy,
+                     **trainer._jit_options)
         arrays = [*trainer._params, *trainer._state, *tree_flatten(grads)[0], loss]
         compiled = jitted.lower(*arrays).compile()
         trainer.compiled = compiled

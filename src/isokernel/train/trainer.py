@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.reductions import REDUCTION_BLOCK
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..optim import GradientTransformation, apply_updates
 from ..pipeline import jit
@@ -75,7 +76,7 @@ class Trainer:
     def __init__(self, loss_fn: Callable[..., Any], params: PyTree,
                  optimizer: GradientTransformation, *, strategy: str = "auto",
                  has_aux: bool = False, client: Any = None,
-                 shard_argnums: int | Sequence[int] | None = None, block_rows: int = 1024,
+                 shard_argnums: int | Sequence[int] | None = None, block_rows: int = REDUCTION_BLOCK,
                  reduction: str = "mean", progress: bool = False, n_workers: int | None = None,
                  worker_timeout: float = 30.0, **jit_options: Any) -> None:
         if not isinstance(optimizer, GradientTransformation):
@@ -286,7 +287,7 @@ def _check_run(path, tree) -> None:
 def _check_single_process(shard_argnums, block_rows, reduction, progress, n_workers) -> None:
     """Data-parallel options without a client would be ignored: refused."""
     given = [name for name, value, default in (
-        ("shard_argnums", shard_argnums, None), ("block_rows", block_rows, 1024),
+        ("shard_argnums", shard_argnums, None), ("block_rows", block_rows, REDUCTION_BLOCK),
         ("reduction", reduction, "mean"), ("progress", progress, False),
         ("n_workers", n_workers, None)) if value != default]
     if given:

@@ -110,9 +110,14 @@ def test_the_manifest_lies_beside_the_output_with_the_inputs_checksum(written):
 def test_the_manifest_lists_each_input_and_output_variable(written):
     source, out, _, record = written
     with xr.open_dataset(source) as ds:
+        # the file's units attribute, and the model's unit of each quantity (none converted)
+        model_units = {"tbv": "K", "ndvi": "1", "ndvi_max": "1", "ndvi_min": "1", "ts": "K",
+                       "clay": "1", "bulk_density": "g cm-3"}
         want = [{"input": name, "name": name, "dims": ["y", "x"], "shape": [8, 16],
-                 "dtype": str(ds[name].dtype),
-                 "computed_as": "int32" if name == "landcover" else "float64"}
+                 "dtype": str(ds[name].dtype), "units": ds[name].attrs["units"],
+                 "computed_as": "int32" if name == "landcover" else "float64",
+                 **({"model_units": model_units[name], "converted": False}
+                    if name in model_units else {})}
                 for name in RETRIEVAL_INPUTS]
     assert record["input"]["variables"] == want
     with xr.open_dataset(out) as ds:

@@ -17,6 +17,7 @@ from ..models.soil_moisture import (
     retrieve,
     retrieve_refined,
 )
+from ..models.soil_moisture.units import INPUT_UNITS
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Model:
     inputs: tuple[str, ...]
     outputs: tuple[Output, ...]
     description: str
+    # each input's unit (pint's syntax; None for a class index): ``run`` converts a data
+    # set's variables from their CF units attribute (``input_units``)
+    input_units: dict[str, str | None] | None = None
 
 
 MODELS = {
@@ -47,7 +51,8 @@ MODELS = {
                 "volume_fraction_of_condensed_water_in_soil"),
          Output("eps_re", "1", "real part of the soil relative permittivity (Stage 3)"),
          Output("vwc", "kg m-2", "vegetation water content from NDVI")),
-        "soil moisture from V-pol brightness temperature (SMAP baseline, Stages 1-4)"),
+        "soil moisture from V-pol brightness temperature (SMAP baseline, Stages 1-4)",
+        INPUT_UNITS),
     "soil-moisture-stage5": Model(
         "soil-moisture-stage5", retrieve_refined, REFINED_INPUTS,
         (Output("mv", "m3 m-3", "volumetric soil moisture (Stages 1-5 retrieval)",
@@ -57,7 +62,7 @@ MODELS = {
          Output("mv_stage4", "m3 m-3", "volumetric soil moisture before Stage 5",
                 "volume_fraction_of_condensed_water_in_soil")),
         "soil moisture and VWC from TB_V and sigma0_HH (Stages 1-4, then per-pixel "
-        "Levenberg-Marquardt with Gaussian priors)"),
+        "Levenberg-Marquardt with Gaussian priors)", INPUT_UNITS),
     "soil-moisture-forward": Model(
         "soil-moisture-forward", observe,
         ("mv", "clay", "ts", "ndvi", "ndvi_max", "ndvi_min", "landcover"),
@@ -69,7 +74,7 @@ MODELS = {
          Output("vwc", "kg m-2", "vegetation water content from NDVI"),
          Output("eps_re", "1", "real part of the soil relative permittivity (Mironov)"),
          Output("eps_im", "1", "imaginary part of the soil relative permittivity (Mironov)")),
-        "TB_H, TB_V and sigma0_HH from soil moisture and ancillary data"),
+        "TB_H, TB_V and sigma0_HH from soil moisture and ancillary data", INPUT_UNITS),
 }
 
 

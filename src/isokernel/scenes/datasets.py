@@ -11,6 +11,7 @@ import numpy as np
 
 from .catalog import Model
 from .chunks import as_dict, run_chunk
+from .input_units import in_model_units
 
 # xarray and dask (the optional io extra) are imported in the functions that use them
 
@@ -80,7 +81,7 @@ def open_input(path: str):
                          f"{first}") from err
 
 
-def _inputs(ds, model: Model, mapping: dict[str, str], dtype):
+def _inputs(ds, model: Model, mapping: dict[str, str], dtype, echo=print):
     unknown = set(mapping) - set(model.inputs)
     if unknown:
         raise ValueError(f"--var names {sorted(unknown)} are not inputs of {model.name}; its "
@@ -93,6 +94,9 @@ def _inputs(ds, model: Model, mapping: dict[str, str], dtype):
                              f"{var!r}; map it with --var {name}=VARIABLE (variables: "
                              f"{', '.join(map(str, ds.data_vars))})")
         array = ds[var]
+        if model.input_units is not None:  # the file's CF units to the model's
+            array = in_model_units(array, name, var, model.input_units.get(name), model.name,
+                                   echo)
         if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype:
             array = array.astype(dtype)
         arrays.append(array)
@@ -179,7 +183,7 @@ def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: st
                  strategy: str, run: str = ""):
     """The broadcast template of the inputs and the model's lazy outputs."""
     import xarray as xr
-    arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype))
+    arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype), echo)
     _check_template(arrays, chunks, input_path, echo)
     arrays = _chunked(arrays, chunks)
     template = xr.broadcast(*arrays)[0]

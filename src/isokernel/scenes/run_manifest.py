@@ -20,6 +20,7 @@ import numpy as np
 from .catalog import Model
 from .chunks import versions
 from .datasets import chunk_count, parse_mapping
+from .input_units import units_record
 from .outputs import MANIFEST, RUN_MANIFEST_FORMAT
 
 HASH_BLOCK = 1 << 20  # bytes of the input read and hashed at a time
@@ -160,14 +161,17 @@ def _input_variables(ds, model: Model, request: Request) -> list[dict]:
     for name in model.inputs:
         var = ds[mapping.get(name, name)]
         floating = np.issubdtype(var.dtype, np.floating)
+        units = units_record(var, (model.input_units or {}).get(name))
         found.append({"input": name, **_variable(var.name, var),
-                      "computed_as": request.dtype if floating else str(var.dtype)})
+                      "computed_as": request.dtype if floating else str(var.dtype), **units})
     return found
 
 
 def _variable(name, array) -> dict:
+    units = array.attrs.get("units")
     return {"name": str(name), "dims": list(map(str, array.dims)),
-            "shape": [int(n) for n in array.shape], "dtype": str(array.dtype)}
+            "shape": [int(n) for n in array.shape], "dtype": str(array.dtype),
+            **({"units": str(units)} if units is not None else {})}
 
 
 def _chunking(template, requested: dict[str, int] | None) -> dict:

@@ -28,9 +28,10 @@ y's unit per t's.
 conversion goes, derivatives) and the NetCDF/CF side (``parse_cf``).
 """
 
-from ._quantity import RULES, Quantity, convert, magnitude_of, units_of
-from ._registry import UnitError, cf_to_pint, parse, parse_cf, registry, show
+from ._quantity import RULES, Quantity, conversion_text, convert, magnitude_of, units_of
+from ._registry import UnitError, cf_to_pint, describe, parse, parse_cf, registry, show
 from ._solvers import odeint
 
-__all__ = ["RULES", "Quantity", "UnitError", "cf_to_pint", "convert", "magnitude_of", "odeint",
-           "parse", "parse_cf", "registry", "show", "units_of"]
+__all__ = ["RULES", "Quantity", "UnitError", "cf_to_pint", "conversion_text", "convert",
+           "describe", "magnitude_of", "odeint", "parse", "parse_cf", "registry", "show",
+           "units_of"]

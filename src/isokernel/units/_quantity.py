@@ -1055,3 +1055,17 @@ def _derivative_unit(unit_in: Any, unit_out: Any) -> Any:
 register_pytree_node(Quantity, lambda q: ((q.magnitude,), q.units),
                      lambda unit, children: _make(children[0], unit),
                      annotation=R.show, derivative=_derivative_unit)
+
+
+def conversion_text(src: Any, dst: Any) -> str:
+    """How a value in ``src`` becomes one in ``dst``, for a note:
+    ``x * 0.001``, ``x + 273.15``, ``exp(x * ln(10) / 10)``."""
+    src, dst = R.parse(src), R.parse(dst)
+    if R.kind(src) == "log":
+        return "exp(x * ln(10) / 10), a ratio from dB"
+    if R.kind(dst) == "log":
+        return "10 * log10(x), dB from a ratio"
+    factor, offset = R.affine(src, dst)
+    parts = ["x"] + ([f"* {factor!r}"] if factor != 1.0 else []) + \
+        ([f"{'+' if offset > 0 else '-'} {abs(offset)!r}"] if offset else [])
+    return " ".join(parts)

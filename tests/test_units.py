@@ -376,6 +376,20 @@ def test_grad_is_in_output_units_per_input_unit():
         ik.units.parse("1/m")
 
 
+def test_jacobians_and_hessians_are_in_output_units_per_input_unit():
+    def f(x):
+        return x * x * Q(2.0, "s")
+    x = Q(np.array([1.0, 2.0]), "m")
+    for transform in (ik.jacfwd, ik.jacrev, ik.jacobian):
+        jac = transform(f)(x)
+        assert jac.units == ik.units.parse("m*s")
+        np.testing.assert_array_equal(jac.magnitude, np.diag([4.0, 8.0]))
+    hess = ik.hessian(lambda x: inp.sum(f(x)))(x)
+    assert hess.units == ik.units.parse("s")
+    np.testing.assert_array_equal(hess.magnitude, np.diag([4.0, 4.0]))
+    assert ik.jacrev(lambda x: inp.sum(f(x)))(x).units == ik.units.parse("m*s")
+
+
 def test_jvp_vmap_and_loops_carry_units():
     m = Q(2.0, "kg")
     out, tangent = ik.jvp(lambda v: kinetic(v, m), (Q(3.0, "m/s"),), (Q(1.0, "m/s"),))
@@ -439,3 +453,19 @@ def test_cf_units_parse(text, pint_text):
 def test_unknown_cf_units_say_so():
     with pytest.raises(UnitError, match="CF units 'parsecs per fortnight'"):
         parse_cf("parsecs per fortnight")
+
+
+def test_the_units_example_runs_and_says_so():
+    import pathlib
+    import subprocess
+    import sys
+    example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "units_retrieval.py"
+    run = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                         check=True, timeout=300)
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("mean soil moisture: ") and lines[0].endswith("(dimensionless)")
+    assert lines[1].endswith("the same graph: True")
+    assert lines[2] == "the same bits as the bare model: True"
+    assert lines[3].startswith("caught while recording: add at units_retrieval.py:")
+    assert lines[4].endswith(" 1/K")
+    assert lines[5] == "  units in   tb K, ts K, vwc kg/m², rho_b kg/m³"

@@ -468,7 +468,9 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         if len(outs) == 1 and outs[0].aval.shape == ():
             found = grad(part, tuple(range(len(dargs))), has_aux, holomorphic)(*dargs)
             cts, aux = found if has_aux else (found, None)
-            jac = tree_unflatten(main, [cts[0] if single else cts])
+            jac = cts[0] if single else cts
+            if not is_scalar_tree(main):  # a quantity's gradient has its units already
+                jac = tree_unflatten(main, [jac])
             return (jac, aux) if has_aux else jac
         found = vjp(part, *dargs, has_aux=has_aux)
         out_leaves, out_tree = tree_flatten(found[0])

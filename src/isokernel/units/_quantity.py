@@ -1052,8 +1052,17 @@ def _derivative_unit(unit_in: Any, unit_out: Any) -> Any:
     return R.quotient(unit_out if unit_out is not None else R.dimensionless(), unit_in)
 
 
-register_pytree_node(Quantity, lambda q: ((q.magnitude,), q.units),
-                     lambda unit, children: _make(children[0], unit),
+def _unflatten(unit: Any, children: list) -> Quantity:
+    """A quantity from its unit and leaf. A leaf that is itself a quantity is
+    a block of a Jacobian (``jacfwd``, ``jacrev``, ``hessian``: the output's
+    structure around the input's): the output's unit per the input's."""
+    m = children[0]
+    if type(m) is Quantity:
+        return _make(m.magnitude, R.quotient(unit, m.units))
+    return _make(m, unit)
+
+
+register_pytree_node(Quantity, lambda q: ((q.magnitude,), q.units), _unflatten,
                      annotation=R.show, derivative=_derivative_unit)
 
 

@@ -3,7 +3,8 @@
 Every method's coefficients are a table in ``tableaux``."""
 
 from .odeint import odeint
+from .solution import ODESolution
 from .tableaux import TABLES, ButcherTableau, ESDIRKTableau, RodasTableau, RosenbrockTableau
 
-__all__ = ["TABLES", "ButcherTableau", "ESDIRKTableau", "RodasTableau", "RosenbrockTableau",
-           "odeint"]
+__all__ = ["TABLES", "ButcherTableau", "ESDIRKTableau", "ODESolution", "RodasTableau",
+           "RosenbrockTableau", "odeint"]

@@ -25,6 +25,8 @@ from ..control import scan, while_loop
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
 from ..record import current_builder, overlay
+from .events import EVENT_RTOL, check_event, flat_event
+from .solution import Layout, fixed_start, fixed_stepper, integrate
 from .solvers import Solver, solver_for
 from .tableaux import TABLES
 
@@ -42,7 +44,8 @@ NOT_REACHED = ("odeint at {where}: max_steps={max_steps} steps were taken before
 
 def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
            atol: float = 1.4e-8, max_steps: int = MAX_STEPS, dt0=None,
-           full_output: bool = False):
+           full_output: bool = False, dense: bool = False, event=None,
+           event_rtol: float = EVENT_RTOL):
     """Solve dy/dt = func(y, t, *args) from y(t[0]) = y0 and return y at every
     time of ``t`` (a leading axis of len(t) on every leaf of ``y0``).
 
@@ -56,11 +59,21 @@ def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
     reached within them get NaN. ``full_output=True`` returns ``(ys, info)``,
     info a dict with ``steps`` (accepted), ``rejected`` and ``success``.
 
+    ``dense=True`` or ``event=fn`` return an ``ODESolution`` (``solution``)
+    instead of the array: ``.ys`` the values above, ``.evaluate(s)`` the
+    state at any time from the steps' interpolants (``dense=True``; at most
+    ``max_steps`` steps are recorded), and with ``event(y, t, *args)`` (a
+    scalar) the integration stops at its first sign change, ``.t_event``
+    and ``.y_event`` located to ``event_rtol`` relative (``events``).
+
     ``t``, ``rtol`` and ``atol`` known while recording are checked at once;
     traced ones (arguments of ``jit``, mapped by ``vmap``) that are invalid
     give ``success`` False, no step, and NaN in every row after the first."""
     found = overlay.find((y0, t), {})
     if found is not None:  # quantities (isokernel.units): checked there, solved on magnitudes
+        if dense or event is not None:
+            raise ValueError(f"odeint at {user_where()}: dense=True and event= take bare "
+                             f"values, not quantities (isokernel.units); pass the magnitudes")
         options = {"method": method, "rtol": rtol, "atol": atol, "max_steps": max_steps,
                    "dt0": dt0, "full_output": full_output}
         return found.__isokernel_function__("odeint", odeint, (func, y0, t, *args), options)
@@ -74,6 +87,15 @@ def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
     y_flat = _ravel(leaves, dtype)
     fun = _flat_fun(func, args, leaves, tree, dtype)
     t = inp.asarray(t).astype(dtype)
+    if dense or event is not None:
+        if event is not None:
+            check_event(event, event_rtol, where)
+        layout = Layout(tree, [_shape(x) for x in leaves], dtype)
+        g = None if event is None else flat_event(event, args, layout)
+        sol = _solve_recorded(solver, fun, y_flat, t, rtol, atol, max_steps, dt0, valid,
+                              layout, bool(dense), g, event_rtol)
+        _warn_if_short(sol.info, max_steps, t, where)
+        return (sol, sol.info) if full_output else sol
     ys, info = _solve(solver, fun, y_flat, t, rtol, atol, max_steps, dt0, valid)
     _warn_if_short(info, max_steps, t, where)
     out = tree_unflatten(tree, _unravel(ys, leaves, leading=(t.shape[0],)))
@@ -212,6 +234,24 @@ def _solve(solver: Solver, fun, y0, t, rtol, atol, max_steps, dt0, valid=None):
     (carry, ys), _ = scan(_reporting(interval, count), (carry, _report_buffer(y0, count)),
                           (targets[1:], np.arange(1, count)))
     return ys, _info(carry, carry[0], targets[-1])
+
+
+def _solve_recorded(solver: Solver, fun, y0, t, rtol, atol, max_steps, dt0, valid, layout,
+                    dense: bool, event, event_rtol):
+    """The solve as one loop over the steps (``solution.integrate``): the
+    same start and step function as ``_solve``."""
+    t0 = t[0]
+    targets = t if valid is None else inp.where(valid, t, inp.nan)
+    f0 = fun(y0, t0) if solver.uses_f or solver.adaptive else y0
+    if solver.adaptive:
+        h0 = _initial_step(solver, fun, t0, y0, f0, rtol, atol) if dt0 is None else dt0
+        start = _adaptive_start(solver, t0, y0, f0, h0)
+        attempt = _attempt(solver, fun, rtol, atol, solver.table.error_order)
+        step = attempt if solver.lands else (lambda c, target: attempt(c))
+    else:
+        start, step = fixed_start(t0, y0, f0, dt0), fixed_stepper(solver, fun, dt0)
+    return integrate(solver, fun, step, start, targets, max_steps, layout, dense=dense,
+                     event=event, event_rtol=event_rtol)
 
 
 def _report_buffer(y0, count: int):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
+from collections.abc import Callable
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from ..control import scan, while_loop
 from ..ir.pytree import tree_flatten, tree_unflatten
 from ..ir.source import user_where
 from ..record import current_builder, overlay
+from ..typing import Array, ArrayLike, PyTree
 from .events import EVENT_RTOL, check_event, flat_event
 from .solution import Layout, fixed_start, fixed_stepper, integrate
 from .solvers import Solver, solver_for
@@ -42,10 +45,25 @@ NOT_REACHED = ("odeint at {where}: max_steps={max_steps} steps were taken before
                "'rosenbrock23'")
 
 
-def odeint(func, y0, t, *args, method: str = "dopri5", rtol: float = 1.4e-8,
-           atol: float = 1.4e-8, max_steps: int = MAX_STEPS, dt0=None,
-           full_output: bool = False, dense: bool = False, event=None,
-           event_rtol: float = EVENT_RTOL):
+@overload
+def odeint(func: Callable[..., Any], y0: PyTree, t: ArrayLike, *args: Any, method: str = "dopri5",
+           rtol: ArrayLike = 1.4e-8, atol: ArrayLike = 1.4e-8, max_steps: int = MAX_STEPS,
+           dt0: ArrayLike = None, full_output: Literal[False] = False, dense: bool = False,
+           event: Callable[..., Any] | None = None, event_rtol: float = EVENT_RTOL) -> Any: ...
+
+
+@overload
+def odeint(func: Callable[..., Any], y0: PyTree, t: ArrayLike, *args: Any, method: str = "dopri5",
+           rtol: ArrayLike = 1.4e-8, atol: ArrayLike = 1.4e-8, max_steps: int = MAX_STEPS,
+           dt0: ArrayLike = None, full_output: Literal[True], dense: bool = False,
+           event: Callable[..., Any] | None = None,
+           event_rtol: float = EVENT_RTOL) -> tuple[Any, dict[str, Array]]: ...
+
+
+def odeint(func: Callable[..., Any], y0: PyTree, t: ArrayLike, *args: Any, method: str = "dopri5",
+           rtol: ArrayLike = 1.4e-8, atol: ArrayLike = 1.4e-8, max_steps: int = MAX_STEPS,
+           dt0: ArrayLike = None, full_output: bool = False, dense: bool = False,
+           event: Callable[..., Any] | None = None, event_rtol: float = EVENT_RTOL) -> Any:
     """Solve dy/dt = func(y, t, *args) from y(t[0]) = y0 and return y at every
     time of ``t`` (a leading axis of len(t) on every leaf of ``y0``).
 

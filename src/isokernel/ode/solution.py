@@ -26,6 +26,7 @@ from .. import numpy as inp
 from ..control import while_loop
 from ..ir.pytree import register_pytree_node, tree_unflatten
 from ..transforms import stop_gradient
+from ..typing import Array, ArrayLike, PyTree
 from .events import locate, refine, sign_change
 from .solvers import Solver, combine
 
@@ -83,7 +84,7 @@ class ODESolution:
         self.layout = layout
 
     @property
-    def t_steps(self):
+    def t_steps(self) -> Array | None:
         """The start times of the recorded steps (``max_steps`` entries, inf
         after the last) (``dense=True``)."""
         return None if self.dense is None else self.dense[3]
@@ -95,7 +96,7 @@ class ODESolution:
         parts.append(f"dense={self.dense is not None}")
         return f"ODESolution({', '.join(parts)})"
 
-    def evaluate(self, s):
+    def evaluate(self, s: ArrayLike) -> PyTree:
         """The state at time(s) ``s`` (any shape): ``y0``'s structure with
         ``s``'s shape leading every leaf; NaN outside [t[0], t_end]."""
         if self.dense is None:
@@ -201,10 +202,10 @@ def integrate(solver: Solver, fun, step, start: tuple, t, max_steps: int, layout
     poly = tuple(inp.zeros_like(y0) for _ in range(degree + 1))
     if dense:
         slots = np.arange(max_steps)
-        buffers = ((inp.zeros_like(t0) + np.full(max_steps, np.inf)).astype(layout.dtype),
-                   (inp.zeros_like(t0) + np.ones(max_steps)).astype(layout.dtype),
-                   (inp.zeros_like(y0) + np.zeros((max_steps, degree + 1, n))
-                    ).astype(layout.dtype))
+        lane = inp.zeros_like(y0[0])  # one per element of a vmap, as the state
+        buffers = (lane + np.full(max_steps, np.inf, layout.dtype),
+                   lane + np.ones(max_steps, layout.dtype),
+                   inp.zeros_like(y0) + np.zeros((max_steps, degree + 1, 1), layout.dtype))
     else:
         buffers = ()
     crossed = inp.zeros_like(t0) > 1.0

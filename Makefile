@@ -17,13 +17,15 @@ demo: $(STAMP)
 	mkdir -p build
 	$(BIN)/isokernel demo --figure build/soil-moisture-demo.png
 
+# mypy: --strict over examples/ and tests/typing/usage.py ([tool.mypy] in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples scripts/gpu-check
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # ISOKERNEL_REQUIRE_NVRTC: the NVRTC compile tests fail, not skip, when NVRTC is missing
 test: lint
 	ISOKERNEL_REQUIRE_NVRTC=1 $(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis .mypy_cache

@@ -76,8 +76,9 @@ class Trainer:
     def __init__(self, loss_fn: Callable[..., Any], params: PyTree,
                  optimizer: GradientTransformation, *, strategy: str = "auto",
                  has_aux: bool = False, client: Any = None,
-                 shard_argnums: int | Sequence[int] | None = None, block_rows: int = REDUCTION_BLOCK,
-                 reduction: str = "mean", progress: bool = False, n_workers: int | None = None,
+                 shard_argnums: int | Sequence[int] | None = None,
+                 block_rows: int = REDUCTION_BLOCK, reduction: str = "mean",
+                 progress: bool = False, n_workers: int | None = None,
                  worker_timeout: float = 30.0, **jit_options: Any) -> None:
         if not isinstance(optimizer, GradientTransformation):
             raise TypeError(NOT_AN_OPTIMIZER.format(kind=type(optimizer).__name__))

@@ -98,6 +98,13 @@ def test_numpy_functions_carry_units():
                       Q(np.array([0.0, 10.0]), "K")).magnitude == 5.0
 
 
+def test_arrays_of_quantities_and_the_dispatching_functions():
+    assert repr(inp.array([Q(1.0, "m"), Q(50.0, "cm")])) == "Quantity(array([1. , 0.5]), 'm')"
+    import pickle  # the isokernel.numpy functions hand quantities over and still pickle
+    assert pickle.loads(pickle.dumps(inp.exp)) is inp.exp
+    assert inspect.signature(inp.where) == inspect.signature(inp.where.__wrapped__)
+
+
 # --- UnitError messages ---------------------------------------------------------------------------
 
 def test_adding_kelvin_to_a_volume_fraction_names_op_units_line_and_fix():
@@ -164,7 +171,7 @@ def test_functions_without_a_rule_are_refused():
         Q(1.0, "furlongs_per_blorp")
 
 
-# --- the stand-in retrieval: quantities against bare floats ----------------------------------------
+# --- the stand-in retrieval: quantities against bare floats ---------------------------------------
 
 PARTICLE_DENSITY = Q(2.65, "g/cm^3")
 REFERENCE_FREQUENCY = Q(1.0, "GHz")
@@ -310,7 +317,7 @@ def test_tracing_with_units_costs_at_most_twice_the_bare_recording():
     assert ratio <= 2.0, ratio
 
 
-# --- five unit slips in the stand-in, caught at record time -----------------------------------------
+# --- five unit slips in the stand-in, caught at record time ---------------------------------------
 
 def slipped(slip, tb, ts, sigma0, ndvi, vwc, rho_b, freq):
     """``retrieval_q`` with one slip seeded (each on its own marked line)."""
@@ -355,7 +362,7 @@ def test_seeded_unit_slips_are_caught_naming_the_line(slip, op, words):
     ik.jit(lambda *a: slipped(None, *a)).lower(*quantities)  # without the slip it records
 
 
-# --- transforms and solvers ------------------------------------------------------------------------
+# --- transforms and solvers -----------------------------------------------------------------------
 
 def kinetic(v, m):
     return 0.5 * m * v * v

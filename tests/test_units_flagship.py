@@ -72,8 +72,8 @@ def test_inputs_in_celsius_and_kilograms_per_cubic_metre_convert(scene):
 
 
 def test_constants_and_units_are_declared():
-    assert smu.CONSTANTS["particle_density"].m_as("kg/m^3") == 2650.0
-    assert smu.CONSTANTS["frequency"].m_as("GHz") == pytest.approx(1.41, rel=1e-15)
+    assert smu.constants()["particle_density"].m_as("kg/m^3") == 2650.0
+    assert smu.constants()["frequency"].m_as("GHz") == pytest.approx(1.41, rel=1e-15)
     assert set(sm.REFINED_INPUTS) <= set(smu.INPUT_UNITS)
     assert str(smu.unit_of("bulk_density")) == "gram / centimeter ** 3"
     assert smu.unit_of("landcover") is None

@@ -49,9 +49,9 @@ def find(args: tuple, kwargs: dict) -> type | None:
     return None
 
 
-def dispatching(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (the ``isokernel.numpy`` function ``name``), handing a call
-    with an overlay operand to the overlay."""
+def dispatching(name: str, fn: Callable[..., Any], module: str) -> Callable[..., Any]:
+    """``fn`` as the function ``name`` of ``module`` (an ``isokernel.numpy``
+    function), handing a call with an overlay operand to the overlay."""
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if TYPES:
@@ -60,6 +60,8 @@ def dispatching(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 return cls.__isokernel_function__(name, fn, args, kwargs)
         return fn(*args, **kwargs)
     call.__isokernel_plain__ = fn  # type: ignore[attr-defined]
+    # pickled by reference as the module's own name (it is not the plain function)
+    call.__module__, call.__qualname__ = module, name
     return call
 
 
@@ -70,4 +72,4 @@ def dispatch_namespace(namespace: dict, names) -> None:
         fn = namespace.get(name)
         if callable(fn) and not isinstance(fn, type) and \
                 not hasattr(fn, "__isokernel_plain__"):
-            namespace[name] = dispatching(name, fn)
+            namespace[name] = dispatching(name, fn, namespace["__name__"])

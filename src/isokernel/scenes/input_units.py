@@ -39,9 +39,17 @@ def in_model_units(array, name: str, variable: str, unit: str | None, model: str
     echo(f"note: {label} is in {found!r}; converted to {describe(want)} for {model} "
          f"({conversion_text(have, want)})")
     import xarray as xr
-    converted = xr.apply_ufunc(lambda a: convert(Quantity(a, have), want), array,
-                               dask="parallelized", output_dtypes=[array.dtype])
+    # the units travel as text: a chunk may be converted in another process (a Dask worker)
+    converted = xr.apply_ufunc(convert_block, array, dask="parallelized",
+                               output_dtypes=[array.dtype],
+                               kwargs={"have": str(have), "want": str(want)})
     return converted.assign_attrs({**array.attrs, "units": _cf(want)}).rename(array.name)
+
+
+def convert_block(block, have: str, want: str):
+    """A block of values in ``have`` converted to ``want`` (pint's syntax),
+    eagerly: the exact factor, the offset, or dB's formula."""
+    return convert(Quantity(block, have), parse(want))
 
 
 def _cf(unit) -> str:

@@ -942,6 +942,11 @@ def _isclose(op, fn, args, kwargs):
 
 
 def _asarray(op, fn, args, kwargs):
+    """asarray/array of a quantity, or of a list of them (one unit, stacked)."""
+    if args and isinstance(args[0], (list, tuple)):
+        unit = _target(args[0])
+        values = [_in_unit(op, v, unit, "offset") for v in args[0]]
+        return _make(fn(values, *args[1:], **kwargs), unit)
     q = _only_first(op, args, kwargs)
     return _make(fn(q.magnitude, *args[1:], **kwargs), q.units)
 

@@ -56,13 +56,16 @@ OUTPUT_UNITS: dict[str, str] = {
 }
 """The unit of each model output."""
 
-CONSTANTS: dict[str, Quantity] = {
-    "particle_density": Quantity(PARTICLE_DENSITY, "g/cm^3"),  # porosity = 1 − ρb/ρs
-    "frequency": Quantity(FREQ_HZ, "Hz"),  # SMAP's L-band radiometer
-    "incidence": Quantity(THETA_DEG, "degree"),
-    "mv_max": Quantity(MV_MAX, "m^3/m^3"),  # the upper end of the Mironov tables
-}
-"""The physical constants the models are written with, as quantities."""
+@functools.lru_cache(maxsize=1)
+def constants() -> dict[str, Quantity]:
+    """The physical constants the models are written with, as quantities
+    (built on first use: pint loads then, not when ``isokernel run`` starts)."""
+    return {
+        "particle_density": Quantity(PARTICLE_DENSITY, "g/cm^3"),  # porosity = 1 − ρb/ρs
+        "frequency": Quantity(FREQ_HZ, "Hz"),  # SMAP's L-band radiometer
+        "incidence": Quantity(THETA_DEG, "degree"),
+        "mv_max": Quantity(MV_MAX, "m^3/m^3"),  # the upper end of the Mironov tables
+    }
 
 
 def _in_model_units(name: str, value: Any) -> Any:
@@ -99,5 +102,5 @@ def unit_of(name: str):
     return None if text is None else parse(text)
 
 
-__all__ = ["CONSTANTS", "INPUT_UNITS", "OUTPUT_UNITS", "observe", "retrieve",
-           "retrieve_refined", "unit_of"]
+__all__ = ["INPUT_UNITS", "OUTPUT_UNITS", "observe", "retrieve",
+           "retrieve_refined", "constants", "unit_of"]

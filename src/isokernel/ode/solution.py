@@ -202,10 +202,14 @@ def integrate(solver: Solver, fun, step, start: tuple, t, max_steps: int, layout
     poly = tuple(inp.zeros_like(y0) for _ in range(degree + 1))
     if dense:
         slots = np.arange(max_steps)
-        lane = inp.zeros_like(y0[0])  # one per element of a vmap, as the state
+        # starts, sizes, then one buffer per coefficient and component: each of
+        # max_steps values per element of a vmap, so that a per-pixel loop
+        # keeps them in C up to the emitter's row size (docs/solvers.md)
+        lane = inp.zeros_like(y0[0])
         buffers = (lane + np.full(max_steps, np.inf, layout.dtype),
                    lane + np.ones(max_steps, layout.dtype),
-                   inp.zeros_like(y0) + np.zeros((max_steps, degree + 1, 1), layout.dtype))
+                   *[lane + np.zeros(max_steps, layout.dtype)
+                     for _ in range((degree + 1) * n)])
     else:
         buffers = ()
     crossed = inp.zeros_like(t0) > 1.0
@@ -244,9 +248,8 @@ def integrate(solver: Solver, fun, step, start: tuple, t, max_steps: int, layout
         ys = inp.where(write, values, ys)
         if dense:
             at = (slots == core[3]) & ok
-            buffers = (inp.where(at, t_now, buffers[0]), inp.where(at, size, buffers[1]),
-                       inp.where(at[:, None, None], inp.stack(step_poly, axis=0),
-                                 buffers[2]))
+            values = [t_now, size] + [c[i] for c in step_poly for i in range(n)]
+            buffers = tuple(inp.where(at, v, b) for v, b in zip(values, buffers))
         return new, slope, g_start, g, crossed, poly, ys, buffers
 
     carry = (start, slope, g0, g0, crossed, poly, ys, buffers)
@@ -279,6 +282,10 @@ def integrate(solver: Solver, fun, step, start: tuple, t, max_steps: int, layout
         t_stop = inp.where(found, t_star, t_stop)
         reached = reached | found
     info = {"steps": steps, "rejected": rejected, "success": reached}
-    record = (t0, y0, steps, *buffers) if dense else None
+    record = None
+    if dense:
+        columns = [inp.stack(buffers[2 + p * n:2 + (p + 1) * n], axis=-1)
+                   for p in range(degree + 1)]
+        record = (t0, y0, steps, buffers[0], buffers[1], inp.stack(columns, axis=-2))
     return ODESolution(layout.tree_of(ys, (count,)), info, t_event, y_event, found, t_stop,
                        record, layout)

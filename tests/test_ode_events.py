@@ -151,6 +151,8 @@ def test_evaluate_eagerly_under_jit_and_differentiated():
     assert np.isnan(at(2.0, np.array([-0.1, 5.1]))).all()
     with pytest.raises(ValueError, match=r"keeps no interpolants; call odeint\(..., dense"):
         odeint(oscillator, y0, t, 2.0, event=ground).evaluate(1.0)
+    single = odeint(oscillator, y0, np.array([2.0]), 2.0, dense=True)  # no step: y0 at t[0]
+    assert bit_identical(single.evaluate(2.0), y0) and np.isnan(single.evaluate(2.1)).all()
 
 
 def test_evaluate_per_pixel_and_a_pytree_state():

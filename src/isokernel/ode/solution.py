@@ -111,7 +111,7 @@ class ODESolution:
                             last)
         start, size = inp.take(starts, index), inp.take(sizes, index)
         coef = inp.take(coefficients, index, axis=0)  # (m, degree + 1, n)
-        theta = ((flat - start) / size)[:, None]
+        theta = inp.where(count > 0, (flat - start) / size, 0.0)[:, None]  # no step: y0
         y = horner([coef[:, p] for p in range(coef.shape[1])], theta)
         y = inp.where((count == 0) & (flat == t0)[:, None], y0, y)
         inside = ((flat >= t0) & (flat <= self.t_end))[:, None]

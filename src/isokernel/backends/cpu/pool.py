@@ -51,11 +51,9 @@ def dask_worker_threads() -> int | None:
     if distributed is None:
         return None
     try:
-        worker = distributed.get_worker()
-    except (ValueError, AttributeError):
+        threads = distributed.get_worker().state.nthreads
+    except (ValueError, AttributeError):  # not in a worker (or no such attribute)
         return None
-    state = getattr(worker, "state", worker)
-    threads = getattr(state, "nthreads", None)
     return threads if isinstance(threads, int) and threads >= 1 else None
 
 

@@ -17,13 +17,16 @@ static uint32_t isk_fpe(void)
 }
 
 /* the call's stop flag (Ctrl-C, or a failure in another task): this thread's kernel sets it
- * on entry; loops read it every ISK_POLL iterations and end once it is set */
+ * on entry; loops read it every ISK_POLL iterations and end once it is set (once seen, the
+ * counter stays one short of the next read, so every enclosing loop reads it at its next
+ * iteration: nested loops end at once, not after up to ISK_POLL more inner steps each) */
 static const int32_t isk_never_stopped;
 static __thread const int32_t *isk_stop_flag = &isk_never_stopped;
 #define ISK_POLL 1024
 #define ISK_STOPPED(flag) __builtin_expect(__atomic_load_n((flag), __ATOMIC_RELAXED) != 0, 0)
 #define ISK_POLLED(n) \
-    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag), 0)
+    __builtin_expect(((++(n)) & (ISK_POLL - 1)) == 0 && ISK_STOPPED(isk_stop_flag) \
+                     && ((n) = ISK_POLL - 1, 1), 0)
 
 
 ISK_INLINE int32_t isk_f64_to_i32(double x)

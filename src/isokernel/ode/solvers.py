@@ -159,17 +159,11 @@ class Rosenbrock23(Solver):
         return Step(y_new, f2, error, (k1, k2))
 
 
-class ESDIRK(Solver):
-    """The generic ESDIRK step: any ``ESDIRKTableau``. J = df/dy by ``jacfwd``
-    at the step's start, W = I - h gamma J factored once (``dense``, as
-    ``rosenbrock23``) and shared by the simplified Newton iterations of every
-    implicit stage, each a ``while_loop`` started from the table's predictor.
-    A stage whose iteration fails fails the step (``Step.failed``): it is
-    rejected and the controller cuts h. The error estimate is
-    W^-1 sum_j b_err_j z_j (Shampine's filter: on stiff components the raw
-    difference overstates the error)."""
+class _Landing(Solver):
+    """An adaptive step of order 5 given by its table, ending exactly on the
+    report times (no interpolant of matching order): ``ESDIRK`` and ``Rodas``."""
 
-    def __init__(self, table: ESDIRKTableau):
+    def __init__(self, table):
         self.table = table
 
     @property
@@ -179,6 +173,17 @@ class ESDIRK(Solver):
     @property
     def lands(self) -> bool:
         return True
+
+
+class ESDIRK(_Landing):
+    """The generic ESDIRK step: any ``ESDIRKTableau``. J = df/dy by ``jacfwd``
+    at the step's start, W = I - h gamma J factored once (``dense``, as
+    ``rosenbrock23``) and shared by the simplified Newton iterations of every
+    implicit stage, each a ``while_loop`` started from the table's predictor.
+    A stage whose iteration fails fails the step (``Step.failed``): it is
+    rejected and the controller cuts h. The error estimate is
+    W^-1 sum_j b_err_j z_j (Shampine's filter: on stiff components the raw
+    difference overstates the error)."""
 
     def step(self, fun, t, y, f, h, tol=None) -> Step:
         if tol is None:
@@ -231,22 +236,11 @@ def _newton(fun, t_i, h, gamma, base, z0, solve, scale, failed):
     return z, ~done
 
 
-class Rodas(Solver):
+class Rodas(_Landing):
     """The generic step of a ``RodasTableau``: J by ``jacfwd`` and df/dt by a
     JVP in t at the step's start, W = I - h gamma J factored once
     (``dense``, as ``rosenbrock23``) and solved once per stage; no iteration.
     The carried f is f(y, t), and the step ends with f(y_new, t + h)."""
-
-    def __init__(self, table: RodasTableau):
-        self.table = table
-
-    @property
-    def adaptive(self) -> bool:
-        return True
-
-    @property
-    def lands(self) -> bool:
-        return True
 
     def step(self, fun, t, y, f, h, tol=None) -> Step:
         tab, n = self.table, y.shape[-1]

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from . import smap
 from .catalog import Model
 from .chunks import as_dict, run_chunk
 from .input_units import in_model_units
@@ -68,8 +69,12 @@ def check_input(path: str) -> None:
         raise FileNotFoundError(f"no such input data set: {path}")
 
 
-def open_input(path: str):
+def open_input(path: str, ancillary=None):
+    """The input data set: a SMAP granule (``smap``: its cells that pass the
+    quality mask, with model inputs from ``ancillary``), else NetCDF or Zarr."""
     import xarray as xr
+    if smap.product_of(path) is not None:
+        return smap.granule_cells(path, ancillary)
     try:
         if is_zarr(path):
             return xr.open_zarr(path, consolidated=False)

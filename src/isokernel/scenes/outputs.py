@@ -16,6 +16,7 @@ from importlib.metadata import version
 from ..backends.platform import process_gone
 from .catalog import Model
 from .datasets import is_zarr, require_io
+from .smap import on_ease_grid
 from .synthetic import scene_dataset
 
 # xarray (the optional io extra) is imported in the functions that use it
@@ -136,7 +137,10 @@ def _header(path: str) -> tuple[dict, list[str], set[str]]:
     opened = (xr.open_zarr(path, consolidated=False) if is_zarr(path)
               else xr.open_dataset(path, decode_cf=False))
     with opened as ds:
-        return dict(ds.attrs), list(map(str, ds.data_vars)), set(map(str, ds.variables))
+        # a CF grid mapping variable (``crs``) is no data variable
+        mappings = {str(v.attrs.get("grid_mapping")) for v in ds.variables.values()}
+        data_vars = [str(n) for n in ds.data_vars if str(n) not in mappings]
+        return dict(ds.attrs), data_vars, set(map(str, ds.variables))
 
 
 def _parsed(text) -> dict | None:
@@ -262,6 +266,7 @@ def write_temporary(write, temporary: str, *args) -> None:
 
 def output_dataset(results: dict, model: Model, source_attrs: dict, record: str):
     import xarray as xr
+    results = on_ease_grid(results, source_attrs)  # a SMAP granule's cells back on its grid
     meta = {o.name: o for o in model.outputs}
     ds = xr.Dataset()
     for name, array in results.items():

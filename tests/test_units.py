@@ -3,8 +3,8 @@ anything runs. Conversions (exact factors, offsets, dB), the UnitError
 messages (op, units, line, fix), a stand-in retrieval written with
 quantities recording the graph of the same model in bare floats (and the
 same bits and C source on every CPU strategy), the report's units, the
-transforms and solvers on quantities, five seeded unit slips caught at record
-time, and CF unit strings."""
+transforms and solvers on quantities, and CF unit strings (the five seeded
+unit slips are in test_units_flagship.py, in a copy of the flagship)."""
 
 from __future__ import annotations
 
@@ -315,51 +315,6 @@ def test_tracing_with_units_costs_at_most_twice_the_bare_recording():
     best(retrieval_q, quantities)  # units parsed and conversions cached once
     ratio = best(retrieval_q, quantities) / best(retrieval_bare, bare)
     assert ratio <= 2.0, ratio
-
-
-# --- five unit slips in the stand-in, caught at record time ---------------------------------------
-
-def slipped(slip, tb, ts, sigma0, ndvi, vwc, rho_b, freq):
-    """``retrieval_q`` with one slip seeded (each on its own marked line)."""
-    if slip == "exp":
-        gamma = inp.exp(-B_VEG * ndvi / COS_THETA)  # slip: exp
-    else:
-        gamma = inp.exp(-B_VEG * vwc / COS_THETA)
-    if slip == "celsius":
-        ts = ts + Q(1.5, "degC")  # slip: celsius
-    r = 1.0 - tb / ts
-    smooth = inp.clip(r / gamma, 0.0, 0.9)
-    sigma = sigma0 if slip == "decibel" else sigma0.to("1")
-    veg = 0.05 * ndvi * COS_THETA * (1.0 - gamma * gamma)
-    soil = (sigma - veg) / (gamma * gamma)  # slip: decibel
-    if slip == "density":
-        porosity = 1.0 - rho_b / 2.65  # slip: density
-    else:
-        porosity = 1.0 - rho_b / PARTICLE_DENSITY
-    if slip == "frequency":
-        loss = 1.0 + 0.1 * inp.log10(freq / 1e9)  # slip: frequency
-    else:
-        loss = 1.0 + 0.1 * inp.log10(freq / REFERENCE_FREQUENCY)
-    mv = porosity * inp.sqrt(smooth) * loss + 0.01 * soil
-    return inp.clip(mv, 0.0, porosity)
-
-
-@pytest.mark.parametrize("slip, op, words", [
-    ("celsius", "add", ["°C is an offset unit", "x.to('K')"]),
-    ("decibel", "subtract", ["dB is a logarithmic unit", "x.to('1')"]),
-    ("density", "subtract", ["kg/m³ ([mass] / [length] ** 3)", "a bare number"]),
-    ("frequency", "log10", ["the argument is in Hz (1 / [time])"]),
-    ("exp", "exp", ["the argument is in m²/kg ([length] ** 2 / [mass])"]),
-])
-def test_seeded_unit_slips_are_caught_naming_the_line(slip, op, words):
-    _, quantities = _inputs(64)
-    with pytest.raises(UnitError) as err:
-        ik.jit(lambda *a: slipped(slip, *a)).lower(*quantities)
-    text = str(err.value)
-    assert text.startswith(f"{op} at {_line(slipped, f'slip: {slip}')}: "), text
-    for word in words:
-        assert word in text, text
-    ik.jit(lambda *a: slipped(None, *a)).lower(*quantities)  # without the slip it records
 
 
 # --- transforms and solvers -----------------------------------------------------------------------

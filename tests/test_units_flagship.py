@@ -1,14 +1,21 @@
-"""The soil-moisture flagship in units (``models.soil_moisture.units``): with
-quantities at its boundary it records the flagship's graph node for node and
-gives its bits on every CPU strategy; other units of an input convert (°C →
-K, kg/m³ → g/cm³); ``isokernel run`` reads each variable's CF units
-attribute, converts with a note line, refuses an incompatible unit in one line
-naming the variable, and records the units in the run manifest."""
+"""The soil-moisture flagship in units (``models.soil_moisture.units``): called
+with quantities it records the graph it records with bare arrays, node for
+node, and gives the same bits on every CPU strategy; other units of an input
+convert (°C → K, kg/m³ → g/cm³); five unit slips seeded into a copy of the
+flagship's source are each caught while recording, naming the line;
+``isokernel run`` reads each variable's CF units attribute, converts with a
+note line, refuses an incompatible unit in one line naming the variable, and
+records the units in the run manifest."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pathlib
+import re
+import sys
 
+import numpy as np
 import pytest
 
 import isokernel as ik
@@ -35,7 +42,7 @@ def test_the_retrieval_in_units_gives_todays_bits_and_nodes(scene, strategy):
     args = sm.scene_inputs(scene)
     quantities = _quantities(args)
     today = ik.jit(sm.retrieve, strategy=strategy)
-    with_units = ik.jit(smu.retrieve, strategy=strategy)
+    with_units = ik.jit(sm.retrieve, strategy=strategy)
     assert len(with_units.lower(*quantities).graph.nodes) == \
         len(today.lower(*args).graph.nodes)
     want, got = today(*args), with_units(*quantities)
@@ -49,7 +56,7 @@ def test_the_refined_retrieval_in_units_records_todays_graph(scene):
     args = sm.scene_inputs(scene, names=sm.REFINED_INPUTS)
     quantities = _quantities(args, sm.REFINED_INPUTS)
     g_today = ik.jit(sm.retrieve_refined).lower(*args).graph
-    g_units = ik.jit(smu.retrieve_refined).lower(*quantities).graph
+    g_units = ik.jit(sm.retrieve_refined).lower(*quantities).graph
     assert [(n.op, str(n.aval)) for n in g_units.nodes] == \
         [(n.op, str(n.aval)) for n in g_today.nodes]
 
@@ -61,10 +68,10 @@ def test_inputs_in_celsius_and_kilograms_per_cubic_metre_convert(scene):
     celsius = args[ts] - 273.15
     quantities[ts] = Q(celsius, "degC")
     quantities[rho] = Q(args[rho] * 1000.0, "kg/m^3")
-    graph = ik.jit(smu.retrieve).lower(*quantities).graph
+    graph = ik.jit(sm.retrieve).lower(*quantities).graph
     today = ik.jit(sm.retrieve).lower(*args).graph
     assert len(graph.nodes) == len(today.nodes) + 6  # 273.15 and 0.001, broadcast, applied
-    got = ik.jit(smu.retrieve, strategy="reference")(*quantities)
+    got = ik.jit(sm.retrieve, strategy="reference")(*quantities)
     moved = list(args)  # the conversions done first, in NumPy
     moved[ts], moved[rho] = celsius + 273.15, args[rho] * 1000.0 * 0.001
     want = ik.jit(sm.retrieve, strategy="reference")(*moved)
@@ -77,6 +84,99 @@ def test_constants_and_units_are_declared():
     assert set(sm.REFINED_INPUTS) <= set(smu.INPUT_UNITS)
     assert str(smu.unit_of("bulk_density")) == "gram / centimeter ** 3"
     assert smu.unit_of("landcover") is None
+
+
+def test_bare_building_blocks_return_bare_values_and_quantities_return_quantities():
+    vwc = sm.vegetation_water_content(np.array([0.5]), 0.8, 0.1, 1.0)
+    assert isinstance(vwc, np.ndarray)
+    gamma = sm.transmissivity(Q(0.1, "m^2/kg"), Q(vwc * 1000.0, "g/m^2"))
+    assert isinstance(gamma, Q) and gamma.dimensionless
+    assert gamma.magnitude.tobytes() == sm.transmissivity(0.1, vwc).tobytes()
+    with pytest.raises(ik.units.UnitError, match="does not convert to m²/kg"):
+        sm.transmissivity(Q(0.1, "m^2"), vwc)
+
+
+# --- five unit slips seeded into a copy of the flagship -------------------------------------------
+
+# slip: (module, the line as the flagship writes it, the line with the slip, how many lines
+# below the slip it is reported: at the operation it breaks)
+SLIPS = {
+    # a canopy temperature written as the soil's plus an offset in °C
+    "celsius": ("forward.py", "    tc = ts if tc is None else tc\n",
+                '    tc = ts + Quantity(1.5, "degC") if tc is None else tc\n', 0),
+    # the Water Cloud Model's soil backscatter used in dB as if it were linear
+    "decibel": ("forward.py", "    soil = db_to_linear(c + d * mv)\n",
+                "    soil = c + d * mv\n", 1),  # the dB term added to a linear one
+    # the particle density written as a bare number in kg/m³ (the model's density is g/cm³)
+    "density": ("retrieval.py",
+                '    porosity = 1.0 - bulk_density / Quantity(PARTICLE_DENSITY, "g/cm^3")\n',
+                "    porosity = 1.0 - bulk_density / 2650.0\n", 0),
+    # the frequency written as a bare number in GHz
+    "frequency": ("dielectric.py", "    omega_tau = (2.0 * math.pi * freq_hz) * tau\n",
+                  "    omega_tau = (2.0 * math.pi * 1.41) * tau\n", 1),  # 1 + (ωτ)², in s²
+    # the vegetation optical depth without its b parameter: exp of kg/m²
+    "exp": ("forward.py", "    return inp.exp(-b * vwc / math.cos(math.radians(theta_deg)))\n",
+            "    return inp.exp(-vwc / math.cos(math.radians(theta_deg)))\n", 0),
+}
+RELATIVE_IMPORT = re.compile(r"^from \.\.\.(\S*) import", re.M)
+
+
+def flagship_copy(folder: pathlib.Path, slip: str | None, monkeypatch):
+    """The flagship package's source copied into ``folder`` as a package of
+    its own (its imports of isokernel made absolute), with ``slip`` seeded;
+    returns (the imported copy, the slipped line as ``file:N``)."""
+    name = f"soil_moisture_copy_{slip or 'clean'}"
+    package = folder / name
+    package.mkdir()
+    where = None
+    for path in pathlib.Path(sm.__file__).parent.glob("*.py"):
+        text = RELATIVE_IMPORT.sub(
+            lambda m: f"from isokernel{'.' + m.group(1) if m.group(1) else ''} import",
+            path.read_text())
+        if slip is not None and SLIPS[slip][0] == path.name:
+            _, line, slipped, below = SLIPS[slip]
+            assert line in text, (slip, line)
+            head = text[:text.index(line)]
+            text = head + slipped + text[len(head) + len(line):]
+            where = f"{path.name}:{head.count(chr(10)) + 1 + below}"
+        (package / path.name).write_text(text)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module(name), where
+
+
+def _record_observe_and_retrieve(copy, scene):
+    observed = tuple(Q(scene[n], smu.INPUT_UNITS[n]) if smu.INPUT_UNITS[n] else scene[n]
+                     for n in ("mv", "clay", "ts", "ndvi", "ndvi_max", "ndvi_min", "landcover"))
+    retrieval = _quantities(sm.scene_inputs(scene))
+    return (ik.jit(copy.observe).lower(*observed).graph,
+            ik.jit(copy.retrieve).lower(*retrieval).graph)
+
+
+def test_a_copy_of_the_flagship_records_the_flagships_graphs(scene, tmp_path, monkeypatch):
+    copy, _ = flagship_copy(tmp_path, None, monkeypatch)
+    mine = _record_observe_and_retrieve(copy, scene)
+    theirs = _record_observe_and_retrieve(sm, scene)
+    for a, b in zip(mine, theirs):
+        assert [(n.op, str(n.aval)) for n in a.nodes] == [(n.op, str(n.aval)) for n in b.nodes]
+
+
+@pytest.mark.parametrize("slip, op, words", [
+    ("celsius", "add", ["°C is an offset unit", "x.to('K')"]),
+    ("decibel", "add", ["dB is a logarithmic unit", "x.to('1')"]),
+    ("density", "subtract", ["g/cm³ ([mass] / [length] ** 3)", "a bare number"]),
+    ("frequency", "add", ["s² ([time] ** 2)", "a bare number"]),
+    ("exp", "exp", ["the argument is in kg/m² ([mass] / [length] ** 2)"]),
+])
+def test_unit_slips_seeded_into_a_copy_of_the_flagship_are_caught_naming_the_line(
+        scene, tmp_path, monkeypatch, slip, op, words):
+    copy, where = flagship_copy(tmp_path, slip, monkeypatch)
+    with pytest.raises(ik.units.UnitError) as err:
+        _record_observe_and_retrieve(copy, scene)
+    text = str(err.value)
+    assert text.startswith(f"{op} at {where}: "), text
+    for word in words:
+        assert word in text, text
 
 
 # --- isokernel run ------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 from ... import numpy as inp
 from ...ops import complex as complex_from
+from ...units import Quantity
+from .units import in_unit, in_units
 
 EPS_VACUUM = 8.854e-12  # F/m, as in the SMAP code
 EPS_INF = 4.9
@@ -72,16 +74,18 @@ def _as_complex(x):
     return complex_from(x, inp.zeros_like(x))
 
 
+@in_units(tau="s", sigma="S/m", freq_hz="Hz")
 def water_permittivity(eps_static, tau, sigma, freq_hz):
     """Complex permittivity ε' + iε'' of one water phase: Debye relaxation
     (static ``eps_static``, relaxation time ``tau`` in s) plus the ionic
-    loss of conductivity ``sigma`` (S/m) at ``freq_hz``."""
+    loss of conductivity ``sigma`` (S/m) at ``freq_hz`` (Hz)."""
     omega_tau = (2.0 * math.pi * freq_hz) * tau
     denom = 1.0 + omega_tau * omega_tau
     eps_re = EPS_INF + (eps_static - EPS_INF) / denom
-    eps_im = (eps_static - EPS_INF) * omega_tau / denom + sigma / (2.0 * math.pi * EPS_VACUUM
+    eps_vacuum = Quantity(EPS_VACUUM, "F/m")
+    eps_im = (eps_static - EPS_INF) * omega_tau / denom + sigma / (2.0 * math.pi * eps_vacuum
                                                                   * freq_hz)
-    return complex_from(eps_re, eps_im)
+    return complex_from(in_unit(eps_re, "1"), in_unit(eps_im, "1"))
 
 
 def _water(eps_static, tau, sigma, freq_hz):
@@ -97,22 +101,24 @@ def _water(eps_static, tau, sigma, freq_hz):
     return complex_from(inp.sqrt((modulus + re) * 0.5), inp.sqrt((modulus - re) * 0.5))
 
 
+@in_units(clay="1", freq_hz="Hz")
 def mironov_coefficients(clay, freq_hz: float = FREQ_HZ) -> MironovCoefficients:
     """Dry-soil, bound- and free-water parameters for clay fraction ``clay``
-    (0–1) at ``freq_hz``: ``mvt`` of ``clay``'s shape and dtype, the
+    (0–1) at ``freq_hz`` (Hz): ``mvt`` of ``clay``'s shape and dtype, the
     refractive indices complex (complex64 for float32, complex128 for
     float64)."""
     c = clay * 100.0
     nd = 1.634 - 0.539e-2 * c + 0.2748e-4 * c * c
     kd = 0.03952 - 0.04038e-2 * c
-    mvt = 0.02863 + 0.30673e-2 * c
+    mvt = Quantity(0.02863, "m^3/m^3") + Quantity(0.30673e-2, "m^3/m^3") * c
     eps0b = 79.8 - 85.4e-2 * c + 32.7e-4 * c * c
-    tau_b = 1.062e-11 + 3.450e-14 * c
-    sigma_b = 0.3112 + 0.467e-2 * c
-    sigma_u = 0.3631 + 1.217e-2 * c
+    tau_b = Quantity(1.062e-11, "s") + Quantity(3.450e-14, "s") * c
+    sigma_b = Quantity(0.3112, "S/m") + Quantity(0.467e-2, "S/m") * c
+    sigma_u = Quantity(0.3631, "S/m") + Quantity(1.217e-2, "S/m") * c
     bound = _water(eps0b, tau_b, sigma_b, freq_hz) - 1.0
-    free = _water(EPS0_U, TAU_U, sigma_u, freq_hz) - 1.0
-    return MironovCoefficients(complex_from(nd, kd), mvt, bound, free)
+    free = _water(EPS0_U, Quantity(TAU_U, "s"), sigma_u, freq_hz) - 1.0
+    return MironovCoefficients(complex_from(in_unit(nd, "1"), in_unit(kd, "1")),
+                               in_unit(mvt, "m^3/m^3"), bound, free)
 
 
 def _at_transition(m: MironovCoefficients):
@@ -136,6 +142,7 @@ def permittivity(mv, m: MironovCoefficients):
     return n * n
 
 
+@in_units(mv="m^3/m^3", clay="1", freq_hz="Hz")
 def mironov(mv, clay, freq_hz: float = FREQ_HZ):
     """Mironov (2009) permittivity of moist soil.
 
@@ -144,7 +151,7 @@ def mironov(mv, clay, freq_hz: float = FREQ_HZ):
     relative permittivity ε = ε' + iε'', dimensionless, ε'' ≥ 0 (loss):
     complex128 for float64 arrays, complex64 for float32.
     """
-    return permittivity(mv, mironov_coefficients(clay, freq_hz))
+    return permittivity(in_unit(mv, "m^3/m^3"), mironov_coefficients(clay, freq_hz))
 
 
 def _segment_inverse(eps_re, n0, n1):

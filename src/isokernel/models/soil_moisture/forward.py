@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 
 from ... import numpy as inp
+from ...units import Quantity
 from .fresnel import THETA_DEG, fresnel
+from .units import in_units
 
-LN10_OVER_10 = math.log(10.0) / 10.0
 
-
+@in_units("kg/m^2", ndvi="1", ndvi_max="1", ndvi_min="1", stem_factor="kg/m^2")
 def vegetation_water_content(ndvi, ndvi_max, ndvi_min, stem_factor):
     """VWC in kg/m² from NDVI (SMAP ATBD)::
 
@@ -27,10 +28,11 @@ def vegetation_water_content(ndvi, ndvi_max, ndvi_min, stem_factor):
     The result is clamped at 0: the foliage quadratic dips below zero for
     NDVI < 0.168.
     """
-    foliage = 1.9134 * ndvi * ndvi - 0.3215 * ndvi
+    foliage = Quantity(1.9134, "kg/m^2") * ndvi * ndvi - Quantity(0.3215, "kg/m^2") * ndvi
     return inp.maximum(foliage + stem_factor * (ndvi_max - ndvi_min) / (1.0 - ndvi_min), 0.0)
 
 
+@in_units("1", b="m^2/kg", vwc="kg/m^2")
 def transmissivity(b, vwc, theta_deg: float = THETA_DEG):
     """One-way vegetation transmissivity γ = exp(−b·VWC / cosθ), with the
     optical depth τ = b·VWC (b in m²/kg)."""
@@ -43,6 +45,7 @@ def roughness_factor(h, theta_deg: float = THETA_DEG):
     return inp.exp(-h * (cos_t * cos_t))
 
 
+@in_units("K", ts="K", tc="K")
 def brightness_temperature(r, gamma, omega, ts, tc=None):
     """Zero-order tau-omega brightness temperature in K::
 
@@ -55,6 +58,7 @@ def brightness_temperature(r, gamma, omega, ts, tc=None):
     return ts * (1.0 - r) * gamma + tc * (1.0 - omega) * (1.0 - gamma) * (1.0 + r * gamma)
 
 
+@in_units(("K", "K"), vwc="kg/m^2", b="m^2/kg", ts="K")
 def tau_omega(eps, vwc, b, omega, h, ts, theta_deg: float = THETA_DEG):
     """(TB_H, TB_V) in K from the complex soil permittivity ``eps``, VWC
     (kg/m²), the vegetation parameters b (m²/kg), ω and the roughness h, and
@@ -66,16 +70,19 @@ def tau_omega(eps, vwc, b, omega, h, ts, theta_deg: float = THETA_DEG):
             brightness_temperature(r_v * rough, gamma, omega, ts))
 
 
+@in_units("1", db="dB")
 def db_to_linear(db):
     """10^(dB/10), as exp(dB·ln10/10)."""
-    return inp.exp(db * LN10_OVER_10)
+    return db.to("1")
 
 
+@in_units("dB", x="1")
 def linear_to_db(x):
     """10·log10(x)."""
-    return 10.0 * inp.log10(x)
+    return x.to("dB")
 
 
+@in_units("dB", mv="m^3/m^3", ndvi="1", a="1", b="1", c="dB", d="dB")
 def water_cloud(mv, ndvi, a, b, c, d, theta_deg: float = THETA_DEG):
     """Water Cloud Model backscatter σ0 in dB (Attema and Ulaby 1978)::
 

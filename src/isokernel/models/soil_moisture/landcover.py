@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import numpy as inp
+from ...units import magnitude_of
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,11 @@ FIELDS = ("b", "omega", "h", "stem_factor", "wcm_a", "wcm_b", "wcm_c", "wcm_d")
 def per_class(landcover, field: str, like):
     """The ``field`` of each pixel's class: a chain of selects over the
     class index (no gather: the vocabulary is branch-free and index-free).
-    ``like`` gives the float dtype and shape of the result."""
+    ``like`` (an array, or a quantity: its magnitude) gives the float dtype
+    and shape of the result, a bare array in the unit of the table's
+    comment."""
     values = [getattr(c, field) for c in CLASSES]
-    out = inp.full_like(like, values[-1])
+    out = inp.full_like(magnitude_of(like), values[-1])
     for index in range(len(values) - 2, -1, -1):
         out = inp.where(landcover == index, values[index], out)
     return out

@@ -50,6 +50,7 @@ from ...control import while_loop
 from ...ir import ShapeError
 from ...ir.pytree import tree_flatten, tree_unflatten
 from ...ops import complex as complex_from
+from ...units import Quantity
 from .dielectric import FREQ_HZ, MV_MAX, eps_im_of_eps_re, mironov_coefficients, mv_from_eps_re
 from .forward import roughness_factor, transmissivity, vegetation_water_content
 from .fresnel import INVERSES, THETA_DEG, fresnel, fresnel_real
@@ -58,6 +59,7 @@ from .lookups import TableLookups, table_kappa, table_mv
 from .pixels import per_pixel
 from .scene import PARTICLE_DENSITY
 from .stage5 import jacfwd_jacobian, stage5_solve
+from .units import OUTPUT_UNITS, in_unit, in_units
 
 SWEEPS = 16  # the most Stage-3 sweeps of a pixel: a safety net (pixels stop on STAGE3_RTOL)
 STAGE3_RTOL = 1e-10  # a pixel stops once its step |ε'_{k+1} − ε'_k| ≤ STAGE3_RTOL·ε'_{k+1}
@@ -68,6 +70,7 @@ R_MAX = 0.9  # reflectivities are clipped to [0, R_MAX] before inversion
 PRIOR_SD = (0.1, 0.5)  # Stage 5 prior standard deviations: mv (m³/m³), VWC (kg/m²)
 
 
+@in_units("1", tb="K", ts="K")
 def stage1_reflectivity(tb, ts, gamma, omega):
     """Rough-surface reflectivity from TB (K), Ts = Tc (K), transmissivity
     and single-scattering albedo: the exact inverse of the tau-omega model."""
@@ -210,6 +213,14 @@ def stage4_soil_moisture(eps_re, coefficients, porosity, inverse=None):
     return inp.clip(mv, 0.0, porosity)
 
 
+_INPUTS = {"tbv": "K", "ndvi": "1", "ndvi_max": "1", "ndvi_min": "1", "ts": "K", "clay": "1",
+           "bulk_density": "g/cm^3", "freq_hz": "Hz"}
+_OUTPUTS = {name: OUTPUT_UNITS[name] for name in ("mv", "eps_re", "vwc")}
+_REFINED_INPUTS = {k: v for k, v in _INPUTS.items() if k != "freq_hz"} | {"sigma0_hh": "dB"}
+_REFINED_OUTPUTS = _OUTPUTS | {"mv_stage4": OUTPUT_UNITS["mv_stage4"]}
+
+
+@in_units(_OUTPUTS, **_INPUTS)
 def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
              sweeps: int = SWEEPS, freq_hz: float = FREQ_HZ, theta_deg: float = THETA_DEG,
              lookups: TableLookups | None = None):
@@ -219,6 +230,8 @@ def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
     ``clay`` fraction 0–1, ``bulk_density`` (g/cm³), ``landcover`` class
     index (int, see ``landcover.CLASSES``). Returns a dict of ``mv``
     (m³/m³), ``eps_re`` (Stage-3 real permittivity) and ``vwc`` (kg/m²).
+    Inputs may be quantities (``isokernel.units``), converted to those
+    units; the outputs are then quantities too.
     ``sweeps`` (the most Stage-3 sweeps of a pixel), ``freq_hz`` and
     ``theta_deg`` are static. ``lookups`` (static) switches κ and Stage 4
     from the direct Mironov relations to layered tables
@@ -228,6 +241,7 @@ def retrieve(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
                           sweeps, freq_hz, theta_deg, lookups)[0]
 
 
+@in_units(**_INPUTS)
 def retrieve_iterations(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landcover,
                         sweeps: int = SWEEPS, freq_hz: float = FREQ_HZ,
                         theta_deg: float = THETA_DEG, lookups: TableLookups | None = None):
@@ -243,19 +257,22 @@ def _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density, landco
     p = class_parameters(landcover, ts)
     vwc = vegetation_water_content(ndvi, ndvi_max, ndvi_min, p["stem_factor"])
     gamma = transmissivity(p["b"], vwc, theta_deg)
-    r_smooth = stage2_smooth(stage1_reflectivity(tbv, ts, gamma, p["omega"]), p["h"], theta_deg)
+    r = stage2_smooth(stage1_reflectivity(tbv, ts, gamma, p["omega"]), p["h"], theta_deg)
+    r_smooth = in_unit(r, "1")
     m = mironov_coefficients(clay, freq_hz)
+    clay = in_unit(clay, "1")
     if lookups is None:
         kappa, inverse = PixelLoss(eps_im_of_eps_re, (m,)), None
     else:
         kappa = PixelLoss(functools.partial(table_kappa, t=lookups), (clay, m))
         inverse = lambda e: table_mv(e, clay, m, lookups)  # noqa: E731
     eps_re, taken = stage3_solve(r_smooth, kappa, "v", sweeps, theta_deg)
-    porosity = 1.0 - bulk_density / PARTICLE_DENSITY
-    mv = stage4_soil_moisture(eps_re, m, porosity, inverse)
+    porosity = 1.0 - bulk_density / Quantity(PARTICLE_DENSITY, "g/cm^3")
+    mv = stage4_soil_moisture(eps_re, m, in_unit(porosity, "m^3/m^3"), inverse)
     return {"mv": mv, "eps_re": eps_re, "vwc": vwc}, {"stage3_sweeps": taken}
 
 
+@in_units(_REFINED_OUTPUTS, **_REFINED_INPUTS)
 def retrieve_refined(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
                      landcover, sweeps: int = SWEEPS, lookups: TableLookups | None = None,
                      prior_sd: tuple[float, float] = PRIOR_SD):
@@ -269,6 +286,7 @@ def retrieve_refined(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_de
                           landcover, sweeps, lookups, prior_sd)[0]
 
 
+@in_units(**_REFINED_INPUTS)
 def retrieve_refined_iterations(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay,
                                 bulk_density, landcover, sweeps: int = SWEEPS,
                                 lookups: TableLookups | None = None,
@@ -283,12 +301,16 @@ def _stages_1_to_5(tbv, sigma0_hh, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_dens
                    landcover, sweeps, lookups, prior_sd):
     """(the refined retrieval's outputs, its loop counts)."""
     first, counts = _stages_1_to_4(tbv, ndvi, ndvi_max, ndvi_min, ts, clay, bulk_density,
-                                   landcover, sweeps, FREQ_HZ, THETA_DEG, lookups)
-    ctx = class_parameters(landcover, ts) | {"clay": clay, "ts": ts, "ndvi": ndvi}
-    prior = (first["mv"], first["vwc"])
-    mv, vwc, taken = stage5_solve(first["mv"], first["vwc"], tbv, sigma0_hh, ctx,
+                                   landcover, sweeps, Quantity(FREQ_HZ, "Hz"), THETA_DEG, lookups)
+    # Stage 5's loop carries bare values in the model's units; its forward
+    # model (stage5.observations) works in quantities again
+    ctx = class_parameters(landcover, ts) | {"clay": in_unit(clay, "1"), "ts": in_unit(ts, "K"),
+                                             "ndvi": in_unit(ndvi, "1")}
+    prior = (in_unit(first["mv"], "m^3/m^3"), in_unit(first["vwc"], "kg/m^2"))
+    mv, vwc, taken = stage5_solve(*prior, in_unit(tbv, "K"), in_unit(sigma0_hh, "dB"), ctx,
                                   jacfwd_jacobian(ctx), prior, prior_sd)
-    porosity = 1.0 - bulk_density / PARTICLE_DENSITY
+    porosity = 1.0 - bulk_density / Quantity(PARTICLE_DENSITY, "g/cm^3")
+    mv, vwc = Quantity(mv, "m^3/m^3"), Quantity(vwc, "kg/m^2")
     return ({"mv": inp.clip(mv, 0.0, porosity), "eps_re": first["eps_re"], "vwc": vwc,
              "mv_stage4": first["mv"]}, counts | {"stage5_iterations": taken})
 

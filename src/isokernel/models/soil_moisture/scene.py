@@ -27,6 +27,7 @@ from . import rng
 from .dielectric import FREQ_HZ, mironov
 from .forward import tau_omega, vegetation_water_content, water_cloud
 from .landcover import CLASSES, class_parameters
+from .units import OUTPUT_UNITS, in_units
 
 COMPONENTS = 5
 MAX_WAVENUMBER = 5
@@ -114,6 +115,9 @@ def truth_fields(index, grid: Grid, seed: int) -> dict:
     }
 
 
+@in_units({name: OUTPUT_UNITS[name] for name in ("tbh", "tbv", "sigma0_hh", "vwc", "eps_re",
+                                                 "eps_im")},
+          mv="m^3/m^3", clay="1", ts="K", ndvi="1", ndvi_max="1", ndvi_min="1")
 def observe(mv, clay, ts, ndvi, ndvi_max, ndvi_min, landcover) -> dict:
     """The noise-free observations of a pixel: TB_H and TB_V (K, tau-omega
     over the Mironov permittivity) and σ0_HH (dB, Water Cloud Model), with

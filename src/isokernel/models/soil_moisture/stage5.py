@@ -42,6 +42,7 @@ from .forward import (
 )
 from .fresnel import THETA_DEG, fresnel
 from .pixels import per_pixel
+from .units import in_units
 
 ITERATIONS = 20  # the most LM iterations of a pixel (a safety net; pixels stop on XTOL)
 XTOL = 1e-6  # a pixel stops once its trial point moved at most this many prior SDs
@@ -50,6 +51,7 @@ SIGMA_SIGMA0 = 0.5  # dB
 LAMBDA0 = 1e-2
 
 
+@in_units(("K", "dB"), mv="m^3/m^3", vwc="kg/m^2")
 def observations(mv, vwc, ctx: dict):
     """(TB_V in K, σ0_HH in dB) of a pixel with moisture ``mv`` and
     vegetation water content ``vwc``; ``ctx`` holds the pixel's clay, ts,

@@ -1,33 +1,34 @@
 """The soil-moisture models' units: every input, output and physical
-constant, and the models with quantities at their boundary.
+constant, and :func:`in_units`, which declares the units of a model
+function's arguments and results.
 
-``retrieve``, ``retrieve_refined`` and ``observe`` here take
-``isokernel.units.Quantity`` arguments (a bare array is taken to be in the
-unit the model works in), convert each to that unit — a multiply by an exact
-factor (kg/m³ → g/cm³ is 0.001), an add for °C → K, nothing when the unit is
-already the model's — run the flagship unchanged on the magnitudes and
-return its outputs as quantities. With inputs in the model's units the
-recording is the flagship's own, node for node, and the outputs its bits on
-every strategy (``tests/test_units_flagship.py`` measures both).
+The flagship is written with quantities: each function that takes or gives a
+dimensioned value is declared with :func:`in_units`, and its body computes on
+``isokernel.units.Quantity`` values, so a unit slip inside it (a temperature
+in °C added to one in K, a backscatter in dB used as a linear ratio, a
+density in the wrong unit, a frequency in GHz, a dimensioned argument to
+``exp``) is a ``UnitError`` naming the line while the model is recorded.
+A bare argument is taken to be in the declared unit; a quantity is converted
+to it (a multiply by an exact factor, an add for °C → K; nothing when it is
+already in that unit). Called with bare values a function returns bare
+values, with any quantity argument it returns quantities in the declared
+units. Every
+conversion between the model's own units has the factor 1, so the recording
+is the one the same model in bare floats gives, node for node, and every
+strategy runs it with the same bits (``tests/test_units_flagship.py``).
 
-``INPUT_UNITS`` and ``OUTPUT_UNITS`` are what ``isokernel run`` checks a
+``INPUT_UNITS`` and ``OUTPUT_UNITS`` are also what ``isokernel run`` checks a
 data set's CF ``units`` attributes against (``scenes.catalog``).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ...units import Quantity, parse
-from .dielectric import FREQ_HZ, MV_MAX
-from .fresnel import THETA_DEG
-from .retrieval import REFINED_INPUTS, RETRIEVAL_INPUTS
-from .retrieval import retrieve as _retrieve
-from .retrieval import retrieve_refined as _retrieve_refined
-from .scene import PARTICLE_DENSITY
-from .scene import observe as _observe
+from ...units import Quantity, convert, parse
 
 INPUT_UNITS: dict[str, str | None] = {
     "tbv": "K",  # brightness temperatures
@@ -56,10 +57,75 @@ OUTPUT_UNITS: dict[str, str] = {
 }
 """The unit of each model output."""
 
-@functools.lru_cache(maxsize=1)
+
+def in_units(returns: Any = None, **arguments: str) -> Callable[[Callable], Callable]:
+    """Declare the units (pint's syntax) of a model function's ``arguments``
+    by name, and of what it ``returns``: a unit, a tuple of units (one per
+    result), a dict of output units by name, or None (returned as it is).
+
+    The body then sees each declared argument as a quantity in its unit (a
+    bare one taken to be in it, a quantity converted to it; an argument that
+    is None stays None). If any argument was given as a quantity, the
+    results are quantities in the declared units; else their bare
+    magnitudes in those units."""
+    def decorate(fn: Callable) -> Callable:
+        signature = inspect.signature(fn)
+        missing = set(arguments) - set(signature.parameters)
+        if missing:
+            raise TypeError(f"in_units: {fn.__name__} has no argument {sorted(missing)}")
+
+        @functools.wraps(fn)
+        def model(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = any(type(v) is Quantity for v in bound.arguments.values())
+            for name, text in arguments.items():
+                unit = parse(text)  # pint loads at the first call, not at import
+                value = bound.arguments[name]
+                if value is None:
+                    continue
+                bound.arguments[name] = as_quantity(value, unit, f"{fn.__name__}({name})")
+            return _results(fn(*bound.args, **bound.kwargs), returns, given, fn.__name__)
+        return model
+    return decorate
+
+
+def as_quantity(value: Any, unit: Any, what: str = "as_quantity") -> Quantity:
+    """``value`` as a quantity in ``unit``: a bare value is taken to be in it,
+    a quantity converted to it."""
+    unit = parse(unit) if isinstance(unit, str) else unit
+    if type(value) is Quantity:
+        return Quantity(convert(value, unit, what), unit)
+    return Quantity(value, unit)
+
+
+def in_unit(value: Any, unit: str, what: str = "in_unit") -> Any:
+    """The bare magnitude of ``value`` in ``unit`` (a bare value is taken to
+    be dimensionless: only a dimensionless ``unit`` accepts it)."""
+    return convert(value if type(value) is Quantity else Quantity(value, "1"), parse(unit),
+                   what)
+
+
+def _results(out: Any, returns: Any, given: bool, name: str) -> Any:
+    if returns is None:
+        return out
+    if isinstance(returns, tuple):
+        return tuple(_result(o, r, given, name) for o, r in zip(out, returns, strict=True))
+    if isinstance(returns, dict):
+        return {k: _result(v, returns[k], given, name) for k, v in out.items()}
+    return _result(out, returns, given, name)
+
+
+def _result(value: Any, unit: str, given: bool, name: str) -> Any:
+    magnitude = in_unit(value, unit, f"the result of {name}")
+    return Quantity(magnitude, unit) if given else magnitude
+
+
 def constants() -> dict[str, Quantity]:
-    """The physical constants the models are written with, as quantities
-    (built on first use: pint loads then, not when ``isokernel run`` starts)."""
+    """The physical constants the models are written with, as quantities."""
+    from .dielectric import FREQ_HZ, MV_MAX
+    from .fresnel import THETA_DEG
+    from .scene import PARTICLE_DENSITY
     return {
         "particle_density": Quantity(PARTICLE_DENSITY, "g/cm^3"),  # porosity = 1 − ρb/ρs
         "frequency": Quantity(FREQ_HZ, "Hz"),  # SMAP's L-band radiometer
@@ -68,39 +134,11 @@ def constants() -> dict[str, Quantity]:
     }
 
 
-def _in_model_units(name: str, value: Any) -> Any:
-    unit = INPUT_UNITS[name]
-    if not isinstance(value, Quantity):
-        return value
-    if unit is None:
-        raise TypeError(f"input {name!r} is a class index, not a quantity; pass the array")
-    return value.m_as(unit)
-
-
-def _with_units(fn: Callable[..., dict], names: tuple[str, ...]) -> Callable[..., dict]:
-    @functools.wraps(fn)
-    def model(*args: Any, **kwargs: Any) -> dict:
-        values = [_in_model_units(n, a) for n, a in zip(names, args)]
-        dynamic = {k: _in_model_units(k, v) if k in INPUT_UNITS else v
-                   for k, v in kwargs.items()}
-        out = fn(*values, *args[len(names):], **dynamic)
-        return {k: Quantity(v, OUTPUT_UNITS[k]) for k, v in out.items()}
-    model.__doc__ = (f"``{fn.__name__}`` with quantities: each input converted to the unit "
-                     f"of ``INPUT_UNITS``, each output in the unit of ``OUTPUT_UNITS``.")
-    return model
-
-
-retrieve = _with_units(_retrieve, RETRIEVAL_INPUTS)
-retrieve_refined = _with_units(_retrieve_refined, REFINED_INPUTS)
-observe = _with_units(_observe, ("mv", "clay", "ts", "ndvi", "ndvi_max", "ndvi_min",
-                                 "landcover"))
-
-
 def unit_of(name: str):
     """The pint unit of input or output ``name`` (None for the class index)."""
     text = INPUT_UNITS.get(name, OUTPUT_UNITS.get(name))
     return None if text is None else parse(text)
 
 
-__all__ = ["INPUT_UNITS", "OUTPUT_UNITS", "observe", "retrieve",
-           "retrieve_refined", "constants", "unit_of"]
+__all__ = ["INPUT_UNITS", "OUTPUT_UNITS", "as_quantity", "constants", "in_unit", "in_units",
+           "unit_of"]

@@ -3,6 +3,7 @@ bits on every CPU strategy, vmap over keys, and the distributions' moments."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 
@@ -14,6 +15,9 @@ import isokernel.numpy as inp
 import isokernel.random as rnd
 from isokernel.ir import DTypeError, Op, ShapeError
 from isokernel.random import _words as words
+from isokernel.random._erfinv import _erfinv32
+from isokernel.random._samplers import scaled
+from isokernel.random._special import fma32, fma32_twice
 
 STRATEGIES = ("reference", "threads", "native")
 EDGES = np.array([0, 1, 2, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1], dtype=np.int64)
@@ -123,16 +127,98 @@ def test_uniform_matches_jax_bit_for_bit(jax_random, dtype, shape):
         assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("dtype,bound", [(np.float32, 4), (np.float64, 32)])
+def test_normal_float32_is_jax_bit_for_bit(jax_random):
+    """XLA's CPU erf_inv, its log1p (a rational approximation, else Cephes's logf on the
+    exponent and mantissa bits) and the fused multiply-adds LLVM contracts them into,
+    reproduced exactly: 10^6 draws over a few keys and shapes."""
+    jr = jax_random.random
+    for seed, shape in [(0, (500_000,)), (1, (1000, 300)), (2026, (7, 11, 13, 17, 10))]:
+        got = rnd.normal(rnd.key(seed), shape, np.float32)
+        want = np.asarray(jr.normal(jr.key(seed), shape, np.float32))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+def test_normal_float32_is_jax_on_every_word(jax_random):
+    """All 2**23 values of the 23 mantissa bits a float32 draw reads: JAX's normal
+    arithmetic (bits to [0, 1), the map onto (-1, 1), sqrt(2) * erf_inv), compiled by XLA,
+    against isokernel's."""
+    jax, jnp = jax_random, jax_random.numpy
+    words = np.arange(2**23, dtype=np.uint32) << np.uint32(9)
+    lo = np.nextafter(np.float32(-1), np.float32(0))
+
+    def jax_normal(bits):
+        floats = jax.lax.bitcast_convert_type(bits >> 9 | np.uint32(0x3F800000), jnp.float32) - 1
+        return np.float32(np.sqrt(2)) * jax.lax.erf_inv(jnp.maximum(lo, floats * 2 + lo))
+
+    want = np.asarray(jax.jit(jax_normal)(words))
+    assert _normal_of_every_word(fma32_twice).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype,bound", [(np.float64, 32)])
 def test_normal_agrees_with_jax_to_a_few_eps(jax_random, dtype, bound):
-    """Not bit for bit: XLA contracts uniform's affine map and erfinv's Horner steps into
-    FMAs and has its own log1p. Measured: float32 within 2 eps, float64 within 15 eps
-    (absolute, times max(1, |x|)); most draws are identical."""
+    """float64: not bit for bit. XLA's log1p calls libm's log there, and its Horner steps
+    are fused multiply-adds. Measured: within 15 eps (absolute, times max(1, |x|)); most
+    draws are identical."""
     got = rnd.normal(rnd.key(1), (4000,), dtype)
     want = np.asarray(jax_random.random.normal(jax_random.random.key(1), (4000,), dtype))
     err = np.abs(got.astype(np.float64) - want) / np.maximum(1.0, np.abs(want))
     assert err.max() <= bound * np.finfo(dtype).eps
     assert np.mean(got == want) > 0.8
+
+
+def _normal_of_every_word(fma):
+    """float32 normal draws of all 2**23 uniform floats (the unit floats times 2**23 are
+    0, 1, ..., 2**23 - 1), its fused multiply-adds computed by ``fma``, compiled."""
+    floats = np.arange(2**23, dtype=np.float32) * np.float32(2.0**-23)
+    lo = np.nextafter(np.float32(-1), np.float32(0))
+
+    def draws(unit):
+        return np.float32(np.sqrt(2)) * _erfinv32(scaled(unit, lo, 1.0, np.float32), fma)
+
+    return ik.jit(draws)(floats)
+
+
+def test_normal_float32_fused_multiply_adds_round_once_on_every_word():
+    """normal's float32 erf_inv rounds each emulated FMA's float64 sum to float32
+    (two roundings, the cheaper form); exact single rounding (TwoSum and a midpoint
+    nudge) gives the same bits on all 2**23 words, so the cheaper form is the FMA's
+    result for every draw."""
+    assert _normal_of_every_word(fma32_twice).tobytes() == _normal_of_every_word(fma32).tobytes()
+
+
+def test_fma32_rounds_once():
+    """a * b + c rounded once where the float64 sum rounded again differs: with
+    a = 2**-24 (1 + 2**-23), b = 1 - 2**-23, c = 1 + 2**-23 the exact sum is
+    1 + 2**-23 + 2**-24 - 2**-70, just below a float32 midpoint (rounds to c); its float64
+    rounding is the midpoint itself, which ties to the even 1 + 2**-22."""
+    a = np.full(3, 2.0**-24 * (1 + 2.0**-23), np.float32)
+    b = np.array([1 - 2.0**-23, 1 + 2.0**-23, 1 - 2.0**-23], np.float32)
+    c = np.array([1 + 2.0**-23, 1 + 2.0**-23, -(1 + 2.0**-23)], np.float32)
+    want = np.array([1 + 2.0**-23, 1 + 2.0**-22, -(1 + 2.0**-23)], np.float32)
+    assert fma32(a, b, c).tobytes() == want.tobytes()
+    assert fma32_twice(a, b, c)[0] == np.float32(1 + 2.0**-22)
+
+
+NORMAL_KEY_2026_SHA256 = "5bf332305eee48ab28e471a99c82631e4c0b7bd1142e33f331101b26d30f1198"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_normal_float32_known_answer_on_every_strategy(strategy):
+    """JAX 0.10.2's bits for ``jax.random.normal(key(2026), (10**5,), float32)`` (recorded:
+    the SHA-256 of the array's bytes, and a few draws' bits), on every CPU strategy under
+    the default numerics: float32 normal uses no transcendental."""
+    draws = ik.jit(lambda key: rnd.normal(key, (10**5,), np.float32), strategy=strategy)(
+        rnd.key(2026))
+    assert draws[:6].view(np.int32).tolist() == [1067786205, 1063299636, 1061289768,
+                                                 1046278696, -1087525077, 1068061921]
+    assert draws[[68483, 85444]].view(np.int32).tolist() == [1082792363, 928896554]
+    assert hashlib.sha256(draws.tobytes()).hexdigest() == NORMAL_KEY_2026_SHA256
+    small = rnd.normal(rnd.key(5), (3, 4), np.float32)
+    assert small.view(np.int32).tolist() == [
+        [-1112749111, 1068801126, 1059153725, -1079529147],
+        [1068448038, 1055668015, -1073222380, -1077048007],
+        [-1084860640, -1104382051, -1068854641, -1097663865]]
 
 
 def test_bernoulli_randint_permutation_and_uniform_ranges_match_jax(jax_random):

@@ -15,7 +15,7 @@ from ..ir import DTypeError, ShapeError, dtypes
 from ..record import Tracer
 from ..typing import Array, ArrayLike, DTypeLike, Shape
 from . import _words as w
-from ._erfinv import erfinv
+from ._erfinv import erfinv_of_uniform
 from ._keys import as_shape, counter_words, split
 
 
@@ -78,7 +78,7 @@ def normal_from_unit(floats, dtype):
     """``sqrt(2) * erfinv(u)`` for ``u`` the floats in [0, 1) mapped onto
     [nextafter(-1, 0), 1): ``jax.random.normal``'s arithmetic."""
     lo = np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype))
-    return np.asarray(np.sqrt(2), dtype) * erfinv(scaled(floats, lo, 1.0, dtype))
+    return np.asarray(np.sqrt(2), dtype) * erfinv_of_uniform(scaled(floats, lo, 1.0, dtype))
 
 
 def normal(key: ArrayLike, shape: Shape = (), dtype: DTypeLike = np.float64) -> Array:

@@ -1,8 +1,8 @@
 """erf and lgamma as JAX computes them on the CPU, so ``truncated_normal``
 and ``poisson`` follow ``jax.random``'s arithmetic. XLA keeps ``erf`` as one
 op: in float32 its CPU code is Eigen's rational approximation evaluated with
-fused multiply-adds (emulated here in float64, bit for bit on 6 * 10^5
-arguments), in float64 a call of libm's ``erf`` (``math.erf`` for known
+fused multiply-adds (emulated here in float64 and rounded once, bit
+for bit on 6 * 10^5 arguments), in float64 a call of libm's ``erf`` (``math.erf`` for known
 arguments; Cephes's approximation, StableHLO's decomposition of
 ``chlo.erf``, within 2 ulp of it for traced ones). ``lgamma`` is
 StableHLO's decomposition of ``chlo.lgamma``: Lanczos's approximation with
@@ -84,13 +84,32 @@ def _erf64(x):
     return inp.where(inp.abs(x) < f(1.0), below_one, f(1.0) - _erfc64_above_one(x))
 
 
-def fma32(a, b, c):
-    """``a * b + c`` for float32 operands rounded once, as an FMA rounds it:
-    the product is exact in float64 and the sum is rounded to float64 and
-    then to float32 (the two roundings differ from one only when the float64
-    sum lies within 2**-29 ulp of a float32 midpoint)."""
+def fma32_twice(a, b, c):
+    """``a * b + c`` for float32 operands with the product exact in float64:
+    the sum rounded to float64, then to float32. Those two roundings are the
+    FMA's one except where the float64 sum lies exactly on a float32 midpoint
+    (25 significant bits, not 24) while the exact sum does not: see ``fma32``."""
     wide = inp.astype(a, inp.float64) * inp.astype(b, inp.float64) + inp.astype(c, inp.float64)
     return inp.astype(wide, inp.float32)
+
+
+def fma32(a, b, c):
+    """``a * b + c`` for float32 operands rounded once, as an FMA rounds it.
+    The product is exact in float64 and the float64 sum ``s`` is exact up to
+    its TwoSum error ``e``; rounding ``s`` to float32 is then the FMA's result
+    unless ``s`` lies exactly on a float32 midpoint (25 significant bits, not
+    24) while ``e`` is not 0: there ``s`` is first moved 2**-40 of itself
+    towards ``e``, onto the side of the midpoint where the exact sum lies."""
+    a64, b64, c64 = (inp.astype(v, inp.float64) for v in (a, b, c))
+    product = a64 * b64
+    s = product + c64
+    back = s - product
+    error = (product - (s - back)) + (c64 - back)
+    split = s * _c(2.0**28 + 1, np.float64)  # Veltkamp: s rounded to 25 bits
+    midpoint = ((split - (split - s)) == s) & (inp.astype(inp.astype(s, inp.float32),
+                                                           inp.float64) != s)
+    nudge = inp.copysign(inp.abs(s) * _c(2.0**-40, np.float64), error)
+    return inp.astype(inp.where(midpoint & (error != 0), s + nudge, s), inp.float32)
 
 
 def _erf32(x):

@@ -43,8 +43,12 @@ def test_the_retrieval_in_units_gives_todays_bits_and_nodes(scene, strategy):
     quantities = _quantities(args)
     today = ik.jit(sm.retrieve, strategy=strategy)
     with_units = ik.jit(sm.retrieve, strategy=strategy)
-    assert len(with_units.lower(*quantities).graph.nodes) == \
-        len(today.lower(*args).graph.nodes)
+    lowered = with_units.lower(*quantities), today.lower(*args)
+    assert str(lowered[0].graph) == str(lowered[1].graph)
+    if strategy == "native":  # the same compiled kernel
+        kernels = [[line for line in str(x.compile().report()).splitlines()
+                    if line.startswith("  kernel")] for x in lowered]
+        assert kernels[0][0].split()[1] == kernels[1][0].split()[1]
     want, got = today(*args), with_units(*quantities)
     assert set(got) == set(want)
     for name, value in got.items():

@@ -69,17 +69,52 @@ def test_the_default_turns_it_on_at_the_second_batch_size():
     assert len({b.key for b in built[1:]}) == 1
 
 
-def test_a_reduction_over_the_batch_compiles_per_size_and_says_why():
-    jitted = ik.jit(loss, polymorphic=True)
+def test_a_reduction_over_the_batch_compiles_per_size_by_default_and_says_why():
+    jitted = ik.jit(loss)
     x = np.linspace(0.0, 1.0, 300)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second and a third size: no warning yet
         for n in (300, 400, 500):
             jitted(np.linspace(0.0, 1.0, n), W)
-    with pytest.warns(ik.RetraceWarning, match="reduce_sum at .*test_polymorphic.py.*row by row"):
+    with pytest.warns(ik.RetraceWarning, match="reduce_sum at .*test_polymorphic.py.*row by "
+                      "row.*polymorphic=True"):
         jitted(np.linspace(0.0, 1.0, 600), W)
     np.testing.assert_allclose(jitted(x, W), np.sum(ik.jit(model, strategy="reference")(x, W)),
                                rtol=1e-12)
+
+
+def test_asked_for_a_reduction_over_the_batch_shares_one_compile_for_twenty_sizes():
+    """A loss (a sum over the batch) under polymorphic=True: its row region
+    compiled once for every size, the sum by the reference rules."""
+    jitted = ik.jit(loss, strategy="native", polymorphic=True)
+    before = compiler.compile_count()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        built = _calls(jitted, loss)
+    assert len({b.key for b in built}) == 1
+    assert compiler.compile_count() - before <= 1  # 0 when an earlier test built it
+    report = str(jitted.lower(np.ones(900), W).compile().report())
+    assert "polymorphic batch axis" in report and "by the reference rules" in report
+
+
+def test_the_flagship_retrieval_compiles_one_kernel_for_twenty_batch_sizes_by_default():
+    from isokernel.models import soil_moisture as sm
+
+    inputs = sm.scene_inputs(sm.generate_scene(SIZES[-1] // 4, seed=2))
+    jitted = ik.jit(sm.retrieve)  # the defaults
+    keys = set()
+    for n in range(1000, SIZES[-1] // 4, 230)[:20]:
+        args = tuple(x[:n] for x in inputs)
+        want = ik.jit(sm.retrieve, strategy="reference")(*args)
+        got = jitted(*args)
+        for k in want:  # native's contract: transcendentals ulp-bounded
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=0)
+        keys.add(_kernel_key(jitted, args))
+    assert len(keys) == 1
+
+
+def _kernel_key(jitted, args):
+    return jitted.lower(*args).compile().executable.built.key
 
 
 def test_a_shape_dtype_with_a_none_batch_axis():

@@ -37,7 +37,7 @@ class Lowered:
     (``strategy.prepare(recorded)``)."""
 
     def __init__(self, jitted, recorded, key, out_tree, strategy, device: Device,
-                 polymorphic: bool = False):
+                 polymorphic: bool | str = False):
         self.jitted = jitted
         self.recorded = recorded
         self.graph = strategy.prepare(recorded)
@@ -54,7 +54,9 @@ class Lowered:
             self.options["device"] = device.index or 0
         self.polymorphic = polymorphic
         if polymorphic and "polymorphic" in strategy.options:
-            self.options["polymorphic"] = True
+            # "asked": jit(polymorphic=True) or a ShapeDtype with a None axis (every graph
+            # shares its compiled code); True: the automatic rule (row-local graphs)
+            self.options["polymorphic"] = polymorphic
 
     def compile(self) -> Compiled:
         refuse_hardware_modes(self.graph, self.strategy.device)

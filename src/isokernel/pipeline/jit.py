@@ -88,8 +88,11 @@ def jit(fun: Callable[_P, _R] | None = None, *, strategy: str = "auto",
     the graph is row-local (``native`` then runs its row-region kernels,
     which take the row range at run time; the report's ``program`` line says
     so, or why not); None (the default) turns it on for a signature the
-    second time only axis 0 of the arguments changes, True from the first
-    call, False never. Other keyword options go to the strategy
+    second time only axis 0 of the arguments changes (row-local graphs;
+    others compile per size, fastest, and warn from the fourth size on),
+    True from the first call and for every graph (a graph that works across
+    rows then runs its row regions compiled, the rest by the reference
+    rules: one compile for every batch size), False never. Other keyword options go to the strategy
     (``workers=``, ``fma=``, ``tile_rows=``).
     """
     if fun is None:
@@ -198,8 +201,11 @@ class Jitted(Generic[_P, _R]):
         if compiled.lowered.polymorphic and obstacle and \
                 len(self._families[key.family()]) > RETRACE_WARN_AFTER:
             warnings.warn(f"jit({self.__name__}): a new batch size compiled its own C code: "
-                          f"{obstacle}. Only graphs whose every batch-axis value is computed "
-                          f"row by row share compiled code across batch sizes",
+                          f"{obstacle}. The automatic rule shares compiled code across batch "
+                          f"sizes for graphs whose every batch-axis value is computed row by "
+                          f"row; jit(..., polymorphic=True) shares it for this graph too (its "
+                          f"row regions compiled once, what works across rows by the "
+                          f"reference rules)",
                           RetraceWarning, stacklevel=4)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
@@ -219,7 +225,7 @@ class Jitted(Generic[_P, _R]):
             leaves = [x.sized(NOMINAL_ROWS) if isinstance(x, ShapeDtype) else x for x in leaves]
             dynamic = tree_unflatten(treedef, leaves)
         key = self.key(names, treedef, leaves, statics)
-        return self._lower(key, names, dynamic, statics, polymorphic=nominal or None)
+        return self._lower(key, names, dynamic, statics, polymorphic="asked" if nominal else None)
 
     def numerics_mode(self) -> str:
         """The numerics a call made now records with: this jit's own, else
@@ -250,16 +256,19 @@ class Jitted(Generic[_P, _R]):
                 f"NaN, or pass {name}.data and the mask separately and combine them with "
                 f"inp.where")
 
-    def is_polymorphic(self, key) -> bool:
+    def is_polymorphic(self, key) -> bool | str:
         """Whether ``key`` compiles with a polymorphic batch axis: this jit's
-        choice, else (automatic) whether another key of its family (the same
-        but for axis 0 of the arguments) was compiled before."""
+        choice (``"asked"``: every graph shares its compiled code), else
+        (automatic, True: row-local graphs share it) whether another key of
+        its family (the same but for axis 0 of the arguments) was compiled
+        before."""
         if self.polymorphic is not None:
-            return self.polymorphic
+            return "asked" if self.polymorphic else False
         seen = self._families.get(key.family(), ())
         return any(k != key for k in seen)
 
-    def _lower(self, key, names, dynamic, statics, polymorphic=None) -> Lowered:
+    def _lower(self, key, names, dynamic, statics, polymorphic: bool | str | None = None
+               ) -> Lowered:
         arg_names = [p for n, a in zip(names, dynamic) for p in leaf_paths(a, n)]
         polymorphic = self.is_polymorphic(key) if polymorphic is None else polymorphic
         self._note_trace(key, arg_names, polymorphic)

@@ -116,9 +116,13 @@ def whole_reason(graph: Graph, part: Partition, options: dict) -> str | None:
     regions = [s for s in part.stages if isinstance(s, RowRegion)]
     if regions and len(part.stages) == 1:
         return "the graph is one row region: its kernel runs over the pixel rows"
-    if options.get("polymorphic") and batch_obstacle(part) is None:
+    polymorphic = options.get("polymorphic")
+    if polymorphic and part.pixels >= 2 and (polymorphic == "asked"
+                                             or batch_obstacle(part) is None):
         return (f"polymorphic batch axis: the row-region kernels take the row range at run "
-                f"time, so every batch size runs the same compiled C ({part.pixels} rows now)")
+                f"time, so every batch size runs the same compiled C ({part.pixels} rows now)"
+                + ("" if batch_obstacle(part) is None else
+                   "; what works across rows runs by the reference rules"))
     if part.pixels > INLINE_ROWS:
         pooled = [n for r in regions for n in r.nodes] + [
             n for n in graph.nodes if n.op is Op.DOT_GENERAL and is_sliceable(n, part.pixels)]
@@ -187,16 +191,16 @@ def plan_native(graph: Graph, profile: Profile, options: dict) -> NodePlan:
 
 
 def build_native(plan: NodePlan, workers: int | None = None, fma: bool = False,
-                 reductions: str = "reference", polymorphic: bool = False):
+                 reductions: str = "reference", polymorphic: bool | str = False):
     """The executable of ``plan_native``'s plan: one C program, or the
     staged run of row regions and whole ops. ``polymorphic``: the batch
-    axis's size is a run-time one (``whole_reason``); the executable says in
-    ``batch_obstacle`` why its compiled code is not shared across batch
-    sizes, if it is not."""
-    if isinstance(plan, StagedPlan):
+    axis's size is a run-time one (``whole_reason``); a one-C-program
+    executable says in ``batch_obstacle`` why its compiled code is not
+    shared across batch sizes (a staged one compiles only row regions, whose
+    kernels take the row range at run time: always shared)."""
+    if isinstance(plan, StagedPlan):  # only row regions compile: no batch size in the C
         executable = NativeExecutable(plan, workers, fma, reductions)
         executable.polymorphic = polymorphic
-        executable.batch_obstacle = batch_obstacle(plan.partition) if polymorphic else None
     else:
         executable = WholeExecutable(plan, workers)
         part = partition(plan.graph, accept=_supports) if polymorphic else None
@@ -206,7 +210,7 @@ def build_native(plan: NodePlan, workers: int | None = None, fma: bool = False,
 
 
 class NativeExecutable(StagedExecutable):
-    polymorphic = False  # the batch axis is a run-time size (``build_native``)
+    polymorphic: bool | str = False  # the batch axis is a run-time size (``build_native``)
     batch_obstacle: str | None = None
     def __init__(self, plan: StagedPlan, workers: int | None = None, fma: bool = False,
                  reductions: str = "reference"):

@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,io,plot,gpu-test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,io,hpc,plot,gpu-test]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -58,3 +58,41 @@ def test_spectral_burgers_matches_the_cole_hopf_solution():
                          capture_output=True, text=True, check=True, timeout=300)
     error = _last_figure(run.stdout, "max error against the Cole-Hopf solution: ")
     assert error <= 1e-9, run.stdout
+
+
+def test_cluster_example_prints_the_batch_script_of_single_thread_workers():
+    """dask-jobqueue renders the SLURM script of one job without submitting
+    it: 4 worker processes of one thread each on 4 cores."""
+    pytest.importorskip("dask_jobqueue", reason="pip install 'isokernel[hpc]'")
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "cluster_run.py"),
+                          "--job-script", "--cores", "4", "--memory", "8GB",
+                          "--host", "127.0.0.1", "--queue", "normal"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    script = run.stdout
+    assert "#SBATCH -p normal" in script and "#SBATCH --cpus-per-task=4" in script
+    assert "--nthreads 1" in script and "--nworkers 4" in script
+
+
+def test_cluster_example_runs_a_scene_on_a_local_cluster(tmp_path):
+    """The example's --local path: the scene on a one-worker LocalCluster,
+    the bits of the same run in this process."""
+    pytest.importorskip("xarray")
+    pytest.importorskip("dask.distributed")
+    import xarray as xr
+
+    from isokernel.models import soil_moisture as sm
+    from isokernel.scenes import run as run_scene
+    from isokernel.scenes import write_scene
+
+    grid = sm.Grid(32 * 24, 32)
+    scene = str(tmp_path / "scene.nc")
+    write_scene(scene, sm.generate_scene(grid.pixels, seed=3), grid, echo=lambda *a: None)
+    out = str(tmp_path / "cluster.nc")
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "cluster_run.py"), scene,
+                           out, "--local", "1"], capture_output=True, text=True, check=True,
+                          timeout=300)
+    assert done.stdout.splitlines()[-1].startswith(f"wrote {out} on 1 local worker(s)")
+    here = str(tmp_path / "here.nc")
+    run_scene("soil-moisture", scene, here, progress=False, echo=lambda *a: None)
+    with xr.open_dataset(out) as a, xr.open_dataset(here) as b:
+        assert a["mv"].values.tobytes() == b["mv"].values.tobytes()

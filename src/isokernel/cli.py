@@ -131,9 +131,9 @@ def _run_parser(sub) -> None:
     run.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                      help="float precision of the inputs (default float64)")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                     help="progress on stderr (default on): a bar in this process; with "
-                          "--dask a line about every second and a final one with chunks "
-                          "done of the total and, per worker, its chunks and pixels/s; "
+                     help="progress on stderr (default on): a line about every second and "
+                          "a final one with chunks done of the total and, per process (this "
+                          "one, or each --dask worker), its chunks and pixels/s; "
                           "--no-progress turns it off")
     run.add_argument("--stage5", action="store_true",
                      help="soil-moisture with Stage 5 (needs sigma0_hh): the same as MODEL "
@@ -144,6 +144,13 @@ def _run_parser(sub) -> None:
                      help="replace an existing OUTPUT, but only a NetCDF file or Zarr store "
                           "that isokernel wrote (its isokernel_manifest attribute says so); "
                           "anything else is refused even then")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run of this OUTPUT that was killed outright (kill -9, "
+                          "out of memory, a lost node) from the chunks it wrote, with the same "
+                          "bits as a run that was never stopped; refused when the model, "
+                          "input, options or isokernel's code differ; a note when OUTPUT is "
+                          "already this run's finished result. Without it, such a run's "
+                          "chunks are removed and the run starts over")
 
 
 def _quickstart_parser(sub) -> None:
@@ -228,7 +235,7 @@ def _dispatch(args) -> None:
         run_model(stage5_model(args.model, args.stage5), args.input, args.output, args.var,
                   parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
                   progress=args.progress, strategy=args.strategy,
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, resume=args.resume)
     elif args.command == "quickstart-mlp":
         quickstart_mlp(args.device, args.strategy, args.steps, args.seed, args.show_backend)
 

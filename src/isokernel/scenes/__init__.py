@@ -12,7 +12,11 @@ compiled executable.
 Failure is explicit: a chunk that raises is reported with its index ranges
 and coordinates, and the output is written under a temporary name in the
 destination folder and renamed only when every chunk succeeded, so no
-partial file ever carries the requested name.
+partial file ever carries the requested name. The outputs are written chunk
+by chunk into a chunk store beside the output (``chunk_store``), so memory
+does not grow with the scene, and a run killed outright is continued from
+the chunks it recorded done by ``run(..., resume=True)`` (``--resume``),
+into the bits of a run that was never stopped.
 
 Nothing isokernel did not write is deleted or overwritten. Every data set it
 writes carries an ``isokernel_manifest`` global attribute (JSON: model,
@@ -28,14 +32,16 @@ the kernels that ran, numerics, strategy and tally per worker, chunking,
 versions, times and the command line, enough to audit and reproduce the
 run. It is written under a temporary name and moved in right after the
 output (the same run id is in both), so it is replaced with the output and
-an interrupted run leaves the old pair as it was. On a cluster, progress is
-one line per second on stderr with each worker's chunks and pixels/s.
+an interrupted run leaves the old pair as it was. Progress is one line per
+second on stderr with each process's (or worker's) chunks and pixels/s.
 
 Needs the ``io`` extra (xarray, netCDF4 or h5netcdf, zarr, dask[distributed]).
 
 The modules: ``catalog`` (the models known by name), ``datasets`` (opening
 the input, mapping and chunking its variables, the lazy outputs),
 ``chunks`` (what runs on each process: compile, run and tally a chunk),
+``chunk_store`` (the chunk store: its files, a run's identity, region
+writes and the final NetCDF conversion),
 ``outputs`` (placing data sets and their run manifest files safely, and
 writing synthetic scenes), ``run_manifest`` (what the run manifest
 records), ``runner`` (``run``, clusters and progress) and ``synthetic``

@@ -15,6 +15,7 @@ from importlib.metadata import version
 
 from ..backends.platform import process_gone
 from .catalog import Model
+from .chunk_store import resumable
 from .datasets import is_zarr, require_io
 from .smap import on_ease_grid
 from .synthetic import scene_dataset
@@ -23,9 +24,10 @@ from .synthetic import scene_dataset
 
 MANIFEST = "isokernel_manifest"  # global attribute of every data set isokernel writes
 _ZARR_METADATA = frozenset({"zarr.json", ".zgroup", ".zattrs", ".zmetadata"})
-# ``.out.partial-PID.nc`` (being written) and ``.out.replaced-PID.zarr`` (an old
-# store set aside while its replacement moves in), in the output's folder
-_SIBLING = re.compile(r"\.(?P<stem>.+)\.(?P<kind>partial|replaced)-(?P<pid>\d+)"
+# ``.out.partial-PID.nc`` (being written), ``.out.replaced-PID.zarr`` (an old
+# store set aside while its replacement moves in) and ``.out.nc.chunks-PID`` (the
+# chunk store of a run, ``chunk_store``), in the output's folder
+_SIBLING = re.compile(r"\.(?P<stem>.+)\.(?P<kind>partial|replaced|chunks)-(?P<pid>\d+)"
                       r"(?P<suffix>\.[^.]*)?")
 _NOT_OURS = ("output {path} exists and was not written by isokernel ({why}); isokernel "
              "replaces only its own outputs, even with --overwrite: move it away or choose "
@@ -131,6 +133,13 @@ def _record(path: str) -> tuple[dict | None, str]:
     return record, ""
 
 
+def written_run(path: str) -> str | None:
+    """The run id in the ``isokernel_manifest`` of the data set isokernel
+    wrote at ``path``, else None."""
+    record = _record(path)[0] if os.path.lexists(path) else None
+    return None if record is None else record.get("run")
+
+
 def _header(path: str) -> tuple[dict, list[str], set[str]]:
     """Global attributes, data variables and all variable names."""
     import xarray as xr
@@ -185,15 +194,20 @@ def _remove(path: str) -> None:
 
 def remove_stale(folder: str, echo=print) -> None:
     """Settle the temporaries in ``folder`` left by killed isokernel processes:
-    of this user, named by the pattern above, whose process is gone."""
+    of this user, named by the pattern above, whose process is gone. A
+    resumable chunk store stays for a run of its output to resume or
+    remove (``runner``)."""
     for name in sorted(os.listdir(folder)):
         match = _SIBLING.fullmatch(name)
         path = os.path.join(folder, name)
-        if match and _orphaned(path, int(match["pid"])):
+        if match and orphaned(path, int(match["pid"])):
+            if match["kind"] == "chunks" and resumable(path):
+                continue
             _settle(path, match, echo)
 
 
-def _orphaned(path: str, pid: int) -> bool:
+def orphaned(path: str, pid: int) -> bool:
+    """Whether ``path`` is this user's and process ``pid`` is gone."""
     try:
         if os.lstat(path).st_uid != os.getuid():
             return False

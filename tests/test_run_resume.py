@@ -192,3 +192,17 @@ def test_a_resume_with_nothing_to_resume_runs_from_the_first_chunk(tmp_path, sce
                   progress=False, echo=lines.append, strategy="reference")
     assert summary["computed"] == summary["chunks"]
     assert lines[0].startswith("note: no interrupted run of")
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_a_coordinate_read_lazily_is_written_with_the_outputs(tmp_path, scene, suffix):
+    """A 2-D coordinate of a Zarr input, stored in other chunks than the run's,
+    is written chunk by chunk into the chunk store and reaches either format."""
+    ds = scene_dataset(scene, GRID)
+    lat = np.arange(GRID.pixels, dtype=np.float64).reshape(16, 16)
+    ds.assign_coords(lat=(("y", "x"), lat)).to_zarr(tmp_path / "in.zarr", consolidated=False)
+    out = tmp_path / f"out{suffix}"
+    run("soil-moisture", str(tmp_path / "in.zarr"), str(out), chunks={"y": 4}, **QUIET)
+    with (xr.open_zarr(out, consolidated=False) if suffix == ".zarr"
+          else xr.open_dataset(out)) as got:
+        assert got["lat"].values.tobytes() == lat.tobytes() and "lat" in got.coords

@@ -235,13 +235,20 @@ def create(store: str, out, header: dict, compressed: bool = True) -> None:
     os.makedirs(store)
     data = os.path.join(store, DATA)
     raw = {} if compressed else {name: {"compressors": None} for name in out.data_vars}
-    out.to_zarr(data, compute=False, mode="w", consolidated=False, encoding=raw)
+    skeleton = out.copy(deep=False)
     lazy = [name for name, v in out.coords.items() if v.chunks is not None]
+    for name in lazy:  # chunked as read, not as the input stored them
+        variable = skeleton.variables[name]
+        variable.encoding = {k: v for k, v in variable.encoding.items() if k not in _LAYOUT}
+    skeleton.to_zarr(data, compute=False, mode="w", consolidated=False, encoding=raw)
     if lazy:  # coordinates read lazily from the input: written now, chunk by chunk
         with dask.config.set(scheduler="synchronous"):
-            out[lazy].drop_vars(list(out.data_vars)).to_zarr(data, mode="r+",
-                                                            consolidated=False)
+            skeleton.drop_vars(list(out.data_vars)).to_zarr(data, mode="r+",
+                                                           consolidated=False)
     write_header(store, header)
+
+
+_LAYOUT = ("chunks", "preferred_chunks", "shards")  # an input's Zarr chunking
 
 
 def write_chunk(data: str, where: dict, names: tuple, dims: tuple, *arrays) -> int:

@@ -6,14 +6,13 @@ EASE-Grid 2.0 with a CF grid mapping."""
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 
 import numpy as np
 import pytest
 
 from isokernel import jit
+from isokernel.cli import main
 from isokernel.models.soil_moisture import RETRIEVAL_INPUTS, retrieve
 from isokernel.scenes import run, scene_dataset, smap
 from isokernel.scenes.datasets import open_input
@@ -121,23 +120,16 @@ def test_an_ancillary_off_the_grid_is_refused(l2):
         smap.granule_cells(path, shifted)
 
 
-def _with_ancillary(monkeypatch, ancillary):
-    """``run`` with the granule's ancillary data set (``open_input``'s
-    ``ancillary``)."""
-    runner = importlib.import_module("isokernel.scenes.runner")
-    monkeypatch.setattr(runner, "open_input", functools.partial(open_input,
-                                                                ancillary=ancillary))
-
-
-def test_run_computes_only_the_unmasked_cells_with_the_bits_of_the_retrieval(
-        l2, tmp_path, monkeypatch):
+def test_run_computes_only_the_unmasked_cells_with_the_bits_of_the_retrieval(l2, tmp_path):
     path, truth, ancillary = l2
-    _with_ancillary(monkeypatch, ancillary)
     out = str(tmp_path / "retrieved.nc")
-    summary = run("soil-moisture", path, out, **QUIET)
+    assert main(["run", "soil-moisture", path, out, "--ancillary", ancillary,
+                 "--no-progress", "--strategy", "reference"]) == 0
     valid = truth["valid"].values
-    with open(summary["run_manifest"]) as f:
-        workers = json.load(f)["workers"]
+    with open(f"{out}.manifest.json") as f:
+        record = json.load(f)
+    assert f"--ancillary {ancillary}" in record["command"]
+    workers = record["workers"]
     assert sum(w["pixels"] for w in workers.values()) == valid.sum()  # masked: not computed
     arrays = [truth[n].values[valid] for n in RETRIEVAL_INPUTS]
     arrays = [a if a.dtype.kind == "i" else a.astype(np.float64) for a in arrays]

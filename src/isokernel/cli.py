@@ -144,6 +144,10 @@ def _run_parser(sub) -> None:
                      help="replace an existing OUTPUT, but only a NetCDF file or Zarr store "
                           "that isokernel wrote (its isokernel_manifest attribute says so); "
                           "anything else is refused even then")
+    run.add_argument("--ancillary", default=None, metavar="PATH",
+                     help="for a SMAP granule input: a NetCDF or Zarr data set on its "
+                          "EASE-Grid 2.0 grid with the model inputs the granule lacks "
+                          "(NDVI, ...; docs/smap.md)")
     run.add_argument("--resume", action="store_true",
                      help="continue the run of this OUTPUT that was killed outright (kill -9, "
                           "out of memory, a lost node) from the chunks it wrote, with the same "
@@ -235,7 +239,7 @@ def _dispatch(args) -> None:
         run_model(stage5_model(args.model, args.stage5), args.input, args.output, args.var,
                   parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
                   progress=args.progress, strategy=args.strategy,
-                  overwrite=args.overwrite, resume=args.resume)
+                  overwrite=args.overwrite, resume=args.resume, ancillary=args.ancillary)
     elif args.command == "quickstart-mlp":
         quickstart_mlp(args.device, args.strategy, args.steps, args.seed, args.show_backend)
 

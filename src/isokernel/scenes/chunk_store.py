@@ -120,19 +120,20 @@ class DoneLog:
 
 # ------------------------------------------------------------------ what a run is
 
-_IDENTITY_FIELDS = ("model", "model_source", "input", "output", "variables", "chunks", "dtype",
-                    "strategy", "isokernel", "code", "numpy")
+_IDENTITY_FIELDS = ("model", "model_source", "input", "ancillary", "output", "variables",
+                    "chunks", "dtype", "strategy", "isokernel", "code", "numpy")
 
 
 def run_identity(request: Request, model: Model) -> dict:
     """What must be equal for a run to continue another's chunks: the model
-    (and the source file of a user's model), input and output paths,
+    (and the source file of a user's model), input, ancillary and output paths,
     ``--var``, ``--chunks``, ``--dtype``, ``--strategy``, and the code
     (isokernel's version and a digest of its Python sources, NumPy's
     version). The cluster (``--dask``, ``--workers``), ``--progress`` and
     ``--overwrite`` do not change a chunk's bits and may differ."""
     return {"model": request.target, "model_source": _model_source(model),
             "input": os.path.abspath(request.input_path),
+            "ancillary": request.ancillary and os.path.abspath(request.ancillary),
             "output": os.path.abspath(request.output).rstrip("/"),
             "variables": list(request.variables),
             "chunks": dict(request.chunks) if request.chunks else None,
@@ -258,6 +259,24 @@ def write_chunk(data: str, where: dict, names: tuple, dims: tuple, *arrays) -> i
     ds = xr.Dataset({name: (dims, array) for name, array in zip(names, arrays)})
     ds.to_zarr(data, region=where, consolidated=False)
     return int(arrays[0].size) if arrays else 0
+
+
+def write_gridded(data: str, regrid, out, path: str) -> None:
+    """The Zarr store ``data`` (outputs over cells) written as ``path`` on
+    the grid ``regrid(stored)`` puts them on, NetCDF or Zarr, encoded as
+    ``out``'s variables."""
+    import dask
+    import xarray as xr
+    with xr.open_zarr(data, consolidated=False) as stored:
+        final = regrid(stored)
+        for name, variable in final.data_vars.items():
+            if name in out.variables:
+                variable.encoding = {**out[name].encoding, **variable.encoding}
+        with dask.config.set(scheduler="synchronous"):
+            if path.rstrip("/").endswith(".zarr"):
+                final.to_zarr(path, mode="w", consolidated=False)
+            else:
+                final.to_netcdf(path)
 
 
 def to_netcdf(data: str, out, path: str) -> None:

@@ -278,9 +278,14 @@ def write_temporary(write, temporary: str, *args) -> None:
         raise _folder_error(os.path.dirname(temporary), err) from err
 
 
-def output_dataset(results: dict, model: Model, source_attrs: dict, record: str):
+def output_dataset(results: dict, model: Model, source_attrs: dict, record: str,
+                   grid: bool = True):
+    """The output data set of ``results``; ``grid``: a SMAP granule's cells
+    put back on its grid (``smap.on_ease_grid``; ``run`` computes and stores
+    the cells, and grids them when it writes the output)."""
     import xarray as xr
-    results = on_ease_grid(results, source_attrs)  # a SMAP granule's cells back on its grid
+    if grid:
+        results = on_ease_grid(results, source_attrs)
     meta = {o.name: o for o in model.outputs}
     ds = xr.Dataset()
     for name, array in results.items():

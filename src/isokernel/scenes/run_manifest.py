@@ -90,11 +90,14 @@ class Request:
     dtype: str
     strategy: str
     overwrite: bool
+    ancillary: str | None = None  # a SMAP granule's ancillary data set (``smap``)
 
     def command(self) -> str:
         """The ``isokernel run`` command line that asks the same."""
         argv = ["isokernel", "run", self.target, self.input_path, self.output,
                 *(f"--var={v}" for v in self.variables)]
+        if self.ancillary is not None:
+            argv += ["--ancillary", self.ancillary]
         if self.chunks:
             argv.append("--chunks=" + ",".join(f"{d}={n}" for d, n in self.chunks.items()))
         if self.dask_address is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import os
 import shutil
 import sys
@@ -31,6 +32,7 @@ from .chunk_store import (
     stores_of,
     to_netcdf,
     write_chunk,
+    write_gridded,
     write_header,
 )
 from .chunks import forget, local_strategy, tally_of, worker_record
@@ -64,6 +66,7 @@ from .run_manifest import (
     in_background,
     run_manifest_record,
 )
+from .smap import on_a_grid
 
 # dask and distributed (the optional io extra) are imported in the functions that use them
 
@@ -71,7 +74,7 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
         chunks: dict[str, int] | None = None, dask_address: str | None = None,
         workers: int | None = None, dtype: str = "float64", progress: bool = True,
         echo=print, strategy: str = "auto", overwrite: bool = False,
-        resume: bool = False) -> dict:
+        resume: bool = False, ancillary: str | None = None) -> dict:
     """Run ``target`` over ``input_path`` and write ``output_path`` and,
     beside it, its run manifest ``OUTPUT.manifest.json`` (``run_manifest``
     in the summary); returns a summary (outputs, chunks, seconds,
@@ -84,16 +87,20 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
     The outputs are written chunk by chunk into a chunk store beside the
     output (``chunk_store``); ``resume`` continues the chunk store a run of
     the same output, model, input, options and code left when it was killed
-    outright, and refuses one that differs."""
+    outright, and refuses one that differs. ``ancillary``: the data set on
+    EASE-Grid 2.0 a SMAP granule's missing model inputs come from
+    (``smap``)."""
     local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
     check_chunk_sizes(chunks)
     _at_least_one("--workers", workers)
     require_io()
     model = resolve_model(target)
     request = Request(target, input_path, output_path, tuple(variables), chunks, dask_address,
-                      workers, dtype, strategy, overwrite)
+                      workers, dtype, strategy, overwrite, ancillary)
     timing = Timing()
     check_input(input_path)
+    if ancillary is not None:
+        check_input(ancillary)
     identity = run_identity(request, model)
     finished = _complete(output_path, identity, input_path, echo) if resume else None
     if finished is not None:
@@ -111,13 +118,16 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
     """Compute, write the output and its run manifest under temporary names,
     move both in; returns the strategies, the template and the results."""
     run_id = job.run_id()
-    ds = open_input(request.input_path)
+    ds = open_input(request.input_path, request.ancillary)
     try:
         template, results = lazy_results(ds, model, request.variables, request.chunks,
                                          request.dtype, request.input_path, echo,
                                          request.strategy, run_id)
-        out = output_dataset(results, model, dict(ds.attrs),
-                             manifest(model.name, request.input_path, results, run_id))
+        record = manifest(model.name, request.input_path, results, run_id)
+        out = output_dataset(results, model, dict(ds.attrs), record, grid=False)
+        if on_a_grid(ds.attrs):  # a SMAP granule: the cells are stored, the grid written
+            job.regrid = functools.partial(_gridded, model=model, source_attrs=dict(ds.attrs),
+                                           record=record)
         job.prepare(out, template, timing, progress)
         source = job.source() or in_background(checksum, request.input_path)
         source.add_done_callback(job.checksum_done)
@@ -133,6 +143,12 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
     finally:
         ds.close()
     return strategies, template, results
+
+
+def _gridded(stored, model: Model, source_attrs: dict, record: str):
+    """The output data set of a granule's stored cells, on its grid."""
+    results = {name: stored[name] for name in stored.data_vars}
+    return output_dataset(results, model, source_attrs, record)
 
 
 def _summary(output: str, results: dict, template, strategies: dict, seconds: float,
@@ -342,6 +358,7 @@ class _Job:
         self.watch: _Progress | None = None
         self.out = None
         self.layout: dict = {}
+        self.regrid = None  # stored cells -> the output on a grid (a SMAP granule)
 
     def run_id(self) -> str:
         return self._run
@@ -415,8 +432,12 @@ class _Job:
 
     def finish(self, ds, path: str) -> None:
         """The store as ``path``: a Zarr store moved there, or NetCDF
-        converted into it; then the chunk store goes."""
-        if is_zarr(path):
+        converted into it (a granule's cells written on its grid,
+        ``regrid``); then the chunk store goes."""
+        if self.regrid is not None:
+            self._close()
+            write_gridded(self.data, self.regrid, ds, path)
+        elif is_zarr(path):
             self._close()
             os.rename(self.data, path)
         else:

@@ -408,11 +408,17 @@ def on_grid(array, window):
     return out
 
 
+def on_a_grid(source_attrs) -> bool:
+    """Whether a data set's attributes say it holds a granule's cells
+    (``granule_cells``), whose outputs go back onto its grid."""
+    return WINDOW in source_attrs
+
+
 def on_ease_grid(results: dict, source_attrs: dict) -> dict:
     """Outputs over the cells of a SMAP granule (``granule_cells``) put back
     onto its window with the ``crs`` grid mapping; other outputs as they
     are."""
-    if WINDOW not in source_attrs:
+    if not on_a_grid(source_attrs):
         return results
     return {name: on_grid(array, source_attrs[WINDOW]) for name, array in results.items()}
 

@@ -29,6 +29,8 @@ and vwc for every pixel of the scene's grid:
 - ``read inputs`` and ``write outputs``: loading the retrieval's 8 inputs
   from the scene file, and writing its 3 outputs as NetCDF, in this process:
   the file I/O that the ``run`` rows include;
+- ``checksum``: the SHA-256 of the scene file alone, which ``run`` computes
+  on a background thread for the run manifest and ``--resume``;
 - ``run``: ``isokernel.scenes.run`` without a cluster (``isokernel run``
   without ``--dask``): read, compute chunk by chunk, write the output file;
 - ``dask-1``, ``dask-2``: the same ``run`` on a LocalCluster of 1 and 2
@@ -36,30 +38,36 @@ and vwc for every pixel of the scene's grid:
   n)`` starts for ``isokernel run --dask local --workers n``, started once
   (the start time is printed, not timed) and reached by their scheduler
   address. Every chunk runs on the strategy ``auto`` picks on its worker,
-  whose thread pool has as many threads as the worker's CPU budget (printed).
+  whose thread pool has as many threads as the worker's ``nthreads`` (printed).
 
 The ``run`` rows include reading the inputs and writing the output file (to
 a temporary name, renamed when complete); ``read inputs`` and ``write
 outputs`` show that share. ``same bits`` compares each contender's outputs
-with ``jit``'s. Beside them, two limits: the memory-bandwidth bound (the
-inputs' and outputs' bytes per pixel at the copy bandwidth measured in this
-run) and the compute roof (``jit 1 thread``'s rate times the cores). On a
-machine with 2 cores, 2 workers share them with each other and with the
-driver (and the scheduler): they cannot run twice as fast as one. There each
-worker's strategy already runs 2 threads (its CPU budget is both cores), so
-one worker has the whole machine and two run 4 threads on 2 cores.
+with ``jit``'s. Below the table, the ratios: ``run`` against ``jit`` with the
+file I/O taken out, jit / (run - read - write) (1.0: ``run`` adds nothing to
+the compute but the I/O; the checksum and the chunk store's own writes are
+in the remainder), ``dask-1`` against ``run`` and ``dask-2`` against
+``dask-1``; then the peak resident memory of this process (which holds the
+whole scene for ``jit``; ``benchmarks/run_memory.py`` measures ``run`` alone). Beside them, two
+limits: the memory-bandwidth bound (the inputs' and outputs' bytes per pixel
+at the copy bandwidth measured in this run) and the compute roof (``jit 1
+thread``'s rate times the cores). On a machine with 2 cores, 2 workers share
+them with each other and with the driver (and the scheduler): they cannot run
+twice as fast as one. Each
+worker's strategy runs as many threads as the worker's Dask ``nthreads`` (1
+here), so two workers run 2 threads on 2 cores.
 
 The files are NetCDF, as ``isokernel demo --save-scene scene.nc`` writes
 them: ``run`` over Zarr stores took 2-3.5 times as long here (10^6 pixels).
-At 10^7 pixels the scene takes about 30-50 s to generate and the retrieval
-part about 3-4 minutes on 2 cores; ``--pixels 1000000`` takes about 40 s.
+At 10^7 pixels the scene takes about 30 s to generate and the retrieval
+part about 1-2 minutes on 2 cores; ``--pixels 1000000`` takes about 30 s.
 
 Timings are best of N with the contenders interleaved; rates and ratios are
 from the same run. Scaling efficiency is t(dask-1) / (2 t(dask-2)).
 
     python benchmarks/distributed.py [--part mlp|retrieval|all]
         [--rows 32768] [--block-rows 4096] [--repeats 10] [--strategy reference|native]
-        [--dtype float32] [--pixels 10000000] [--chunk 1048576] [--retrieval-repeats 2]
+        [--dtype float32] [--pixels 10000000] [--chunk 1048576] [--retrieval-repeats 3]
 """
 
 from __future__ import annotations
@@ -295,9 +303,11 @@ def compute_rows(setup: Setup) -> dict:
 
 def file_rows(setup: Setup, outputs: dict, clients: dict) -> dict:
     """Reading the inputs, writing the outputs, and ``run`` here and on the clusters."""
+    from isokernel.scenes.run_manifest import checksum
     rows = {"read inputs": functools.partial(read_inputs, setup.scene),
             "write outputs": functools.partial(write_outputs, outputs, setup.grid,
-                                               setup.output("write outputs"))}
+                                               setup.output("write outputs")),
+            "checksum": functools.partial(checksum, setup.scene)}
     addresses = {"run": None, **{f"dask-{n}": c.scheduler.address for n, c in clients.items()}}
     for name, address in addresses.items():
         rows[name] = run_call(setup.scene, setup.output(name), {"y": setup.chunk_rows}, address)
@@ -369,15 +379,46 @@ def compute_roof(setup: Setup, best: dict) -> None:
               "run (other processes on its cores); read the ratios with care")
 
 
+def pool_threads() -> int:
+    """The threads the calling process's native and threads strategies run:
+    its CPU budget, capped in a Dask worker by the worker's ``nthreads``."""
+    from isokernel.backends.cpu.pool import resolve_workers
+    return resolve_workers(None)[0]
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process (Linux: ru_maxrss in KiB)."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def ratios(best: dict) -> None:
+    """The acceptance ratios: ``run`` against ``jit`` without the file I/O,
+    a 1-worker cluster against ``run``, 2 workers against 1."""
+    io = best["read inputs"] + best["write outputs"]
+    rest = best["run"] - io
+    print(f"run without the file I/O: run - read - write = {rest:.3f} s; jit / that = "
+          f"{best['jit'] / rest if rest > 0 else float('inf'):.2f} (run adds "
+          f"{rest - best['jit']:+.3f} s to jit's compute: chunking, the checksum "
+          f"({best['checksum']:.3f} s alone), the chunk store)")
+    print(f"dask-1 / run throughput: {best['run'] / best['dask-1']:.2f}; dask-2 / dask-1: "
+          f"{best['dask-1'] / best['dask-2']:.2f}")
+
+
 def cluster_notes(best: dict, clients: dict) -> None:
-    """Scaling efficiency, and what each worker runs on how many threads."""
+    """Scaling efficiency, what each worker runs on how many threads, and
+    the peak memory of this process and the workers."""
     print(f"scaling efficiency 1 -> 2 workers: {best['dask-1'] / (2 * best['dask-2']):.2f}")
     for n, client in clients.items():
-        threads = sorted(set(client.run(cpu_threads).values()))
+        workers = list(client.scheduler_info()["workers"])
+        asked = [client.submit(pool_threads, workers=[w], pure=False) for w in workers]
+        threads = sorted(set(client.gather(asked)))  # in a task: the worker's nthreads apply
         kinds = sorted({s.name for s in client.run(auto_strategy).values()})
         print(f"dask-{n}: {n} worker process(es), 1 Dask thread each, strategy "
-              f"{', '.join(kinds)} with {', '.join(map(str, threads))} threads each (the "
-              f"worker's CPU budget)")
+              f"{', '.join(kinds)} with {', '.join(map(str, threads))} thread(s) each in a "
+              f"task (the worker's nthreads)")
+    print(f"peak RSS of this process: {peak_rss_mib():.0f} MiB (the whole scene's inputs and "
+          f"outputs for jit, and the run in one process)")
     print(f"{cpu_threads()} cores here: 2 workers share them with each other, the scheduler "
           f"and this driver process; `run` and `jit` use them all in one process")
 
@@ -392,6 +433,7 @@ def measure_retrieval(args, folder: str, scene: str, grid, clients: dict) -> Non
     first, best = interleaved_best(rows, (), args.retrieval_repeats)
     retrieval_table(setup, best, bits(setup, first))
     limits(setup, best, outputs)
+    ratios(best)
     cluster_notes(best, clients)
     print("`run` rows: read the inputs, compute, write the output file (under a temporary "
           "name, renamed when complete); `read inputs` and `write outputs` are that I/O alone")
@@ -415,6 +457,8 @@ def retrieval_part(args) -> None:
             measure_retrieval(args, folder, scene, grid, clients)
         finally:
             close_clusters(clients)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average at the end: {load}")
 
 
 # ------------------------------------------------------------------ command line
@@ -440,7 +484,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=positive, default=1 << 20,
                    help="retrieval: pixels per chunk, rounded down to whole rows of the "
                         "scene's grid (default 2^20, isokernel run's own)")
-    p.add_argument("--retrieval-repeats", type=positive, default=2,
+    p.add_argument("--retrieval-repeats", type=positive, default=3,
                    help="retrieval: interleaved rounds after one warm-up call each")
     return p
 

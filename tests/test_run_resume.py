@@ -66,14 +66,15 @@ def test_the_writer_holds_one_chunks_outputs_at_a_time(tmp_path, scene_nc, monke
     """When a chunk starts, the outputs of at most one earlier chunk are
     held (the one the writer thread writes meanwhile), for 16 chunks as
     for 2: memory does not grow with the number of chunks."""
-    live, most, calls = set(), [0], []
+    live, most, calls = set(), [0], []  # live: (chunk, buffer) of every output still held
 
     def counted(*blocks, **kwargs):
-        most[0] = max(most[0], len(live))  # outputs of earlier chunks still held
+        chunks_held = {chunk for chunk, _ in live}  # earlier chunks with an output still held
+        most[0] = max(most[0], len(chunks_held))
         calls.append(1)
         result = original(*blocks, **kwargs)
         for array in result if isinstance(result, tuple) else (result,):
-            key = id(_base(array))
+            key = (len(calls), id(_base(array)))
             live.add(key)
             weakref.finalize(_base(array), live.discard, key)
         return result

@@ -254,11 +254,45 @@ _LAYOUT = ("chunks", "preferred_chunks", "shards")  # an input's Zarr chunking
 
 def write_chunk(data: str, where: dict, names: tuple, dims: tuple, *arrays) -> int:
     """One chunk's outputs written into their region of the Zarr store
-    ``data``; returns the pixels written."""
+    ``data``; returns the pixels written. A variable stored as it is
+    computed (``_stored_raw``) is assigned to its Zarr array directly; any
+    other goes through xarray's region write, which encodes it."""
     import xarray as xr
-    ds = xr.Dataset({name: (dims, array) for name, array in zip(names, arrays)})
-    ds.to_zarr(data, region=where, consolidated=False)
+    targets = _raw_targets(data, names, arrays)
+    if targets is None:
+        ds = xr.Dataset({name: (dims, array) for name, array in zip(names, arrays)})
+        ds.to_zarr(data, region=where, consolidated=False)
+    else:
+        key = tuple(where[d] for d in dims)
+        for target, array in zip(targets, arrays):
+            target[key] = array
     return int(arrays[0].size) if arrays else 0
+
+
+_ENCODED = ("scale_factor", "add_offset", "dtype", "calendar")  # xarray would transform
+
+
+def _raw_targets(data: str, names: tuple, arrays) -> list | None:
+    """The Zarr arrays of ``names`` when every one stores its values as
+    computed (the same numeric dtype, no scale, offset or other CF
+    encoding, a float's fill value NaN: xarray's encoding leaves such
+    values alone); else None."""
+    import zarr
+    group = zarr.open_group(data, mode="r+")
+    targets = [group[name] for name in names]
+    return targets if all(map(_stored_raw, targets, arrays)) else None
+
+
+def _stored_raw(target, array) -> bool:
+    import numpy as np
+    if target.dtype != array.dtype or array.dtype.kind not in "fiu":
+        return False
+    attrs = target.attrs
+    if any(name in attrs for name in _ENCODED):
+        return False
+    if array.dtype.kind == "f" and "_FillValue" in attrs:
+        return bool(np.isnan(target.fill_value))
+    return True
 
 
 def write_gridded(data: str, regrid, out, path: str) -> None:

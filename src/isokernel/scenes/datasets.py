@@ -186,14 +186,65 @@ def _compute(target_arrays, model: Model, output_names, template, strategy: str,
 
 def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
                  strategy: str, run: str = ""):
-    """The broadcast template of the inputs and the model's lazy outputs."""
+    """The broadcast template of the inputs, the model's lazy outputs and
+    the arguments of ``run_chunk`` (``ChunkArguments``), which read a
+    chunk's input blocks without the outputs' task graph."""
     import xarray as xr
     arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype), echo)
     _check_template(arrays, chunks, input_path, echo)
     arrays = _chunked(arrays, chunks)
     template = xr.broadcast(*arrays)[0]
     names = tuple(o.name for o in model.outputs)
-    return template, _compute(arrays, model, names, template, strategy, run)
+    results = _compute(arrays, model, names, template, strategy, run)
+    outputs = tuple(results)
+    kwargs = {"target": model.name, "n_inputs": len(arrays), "dims": tuple(template.dims),
+              "outputs": outputs, "strategy": strategy, "run": run}
+    coords = _coordinate_blocks(template)
+    return template, results, ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
+
+
+class ChunkArguments:
+    """The blocks ``run_chunk`` gets for one chunk, as ``xarray.apply_ufunc``
+    hands them to it (each input's dims in the broadcast order, a new axis
+    of length 1 for a dim it lacks after its first one), read with one
+    ``dask.compute`` of the inputs' slices: the same values as through the
+    outputs' task graph, without building and ordering that graph per
+    chunk. ``run(blocks)`` calls ``datasets.run_chunk`` (looked up when
+    called) and returns the outputs in ``kwargs["outputs"]`` order."""
+
+    def __init__(self, arrays, dims: tuple, kwargs: dict):
+        self.dims, self.kwargs = dims, kwargs
+        self.data = [_broadcast_compatible(a, dims) for a in arrays]
+
+    def read(self, where: dict) -> tuple:
+        """The numpy blocks of the region ``where`` (dim -> slice)."""
+        import dask
+        slices = [data[tuple(where[d] if d is not None else slice(None) for d in axes)]
+                  for data, axes in self.data]
+        return tuple(dask.compute(*slices, scheduler="synchronous"))
+
+    def run(self, blocks: tuple) -> tuple:
+        result = run_chunk(*blocks, **self.kwargs)
+        return result if isinstance(result, tuple) else (result,)
+
+
+def _broadcast_compatible(array, dims: tuple):
+    """``array``'s data with its dims in ``dims`` order and a length-1 axis
+    for each dim of ``dims`` it lacks after its first (leading ones are
+    left to NumPy's broadcasting), as ``apply_ufunc`` passes it; and per
+    axis its dim (None for an added axis)."""
+    own = [d for d in dims if d in array.dims]
+    data = array.transpose(*own).data if tuple(own) != array.dims else array.data
+    axes: list = []
+    key: list = []
+    for dim in dims:
+        if dim in array.dims:
+            axes.append(dim)
+            key.append(slice(None))
+        elif axes:
+            axes.append(None)
+            key.append(None)
+    return (data[tuple(key)] if len(key) != len(own) else data), tuple(axes)
 
 
 def chunk_count(template) -> int:

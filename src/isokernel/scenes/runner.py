@@ -120,9 +120,9 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
     run_id = job.run_id()
     ds = open_input(request.input_path, request.ancillary)
     try:
-        template, results = lazy_results(ds, model, request.variables, request.chunks,
-                                         request.dtype, request.input_path, echo,
-                                         request.strategy, run_id)
+        template, results, job.arguments = lazy_results(
+            ds, model, request.variables, request.chunks, request.dtype, request.input_path,
+            echo, request.strategy, run_id)
         record = manifest(model.name, request.input_path, results, run_id)
         out = output_dataset(results, model, dict(ds.attrs), record, grid=False)
         if on_a_grid(ds.attrs):  # a SMAP granule: the cells are stored, the grid written
@@ -204,29 +204,48 @@ def _chunk_blocks(ds, job: _Job, k: int) -> tuple[list, dict]:
     blocks are computed together, so the model runs once per chunk."""
     index = block_index(job.layout["chunks"], k)
     blocks = [ds[name].data.blocks[index] for name in job.header["outputs"]]
-    return blocks, region(job.layout["dims"], job.layout["chunks"], index)
+    return blocks, _region(job, k)
+
+
+def _region(job: _Job, k: int) -> dict:
+    index = block_index(job.layout["chunks"], k)
+    return region(job.layout["dims"], job.layout["chunks"], index)
 
 
 def _chunks_here(ds, job: _Job) -> None:
-    """Chunk by chunk in this process: chunk k+1 is computed while a writer
-    thread writes chunk k and records it done, so at most two chunks'
-    outputs are held (the one being written and the one being computed)."""
-    import dask
+    """Chunk by chunk in this process, three at a time in three stages: a
+    reader thread reads chunk k+1's inputs while this thread computes chunk
+    k and a writer thread writes chunk k-1 and records it done. At most two
+    chunks' inputs and two chunks' outputs are held (the one being written
+    and the one being computed), whatever the number of chunks."""
     names, dims = tuple(job.header["outputs"]), tuple(job.layout["dims"])
-    with concurrent.futures.ThreadPoolExecutor(1, "isokernel-write") as writer:
+    pending, arguments = job.pending(), job.arguments
+    with concurrent.futures.ThreadPoolExecutor(1, "isokernel-read") as reader, \
+            concurrent.futures.ThreadPoolExecutor(1, "isokernel-write") as writer:
         writing: concurrent.futures.Future | None = None
-        for k in job.pending():
-            blocks, where = _chunk_blocks(ds, job, k)
-            held = list(dask.compute(*blocks, scheduler="synchronous"))
+        reading = _read_next(reader, arguments, job, pending, 0)
+        for i, k in enumerate(pending):
+            blocks = reading.result()  # a failed read raises here
+            reading = _read_next(reader, arguments, job, pending, i + 1)
+            held = list(arguments.run(blocks))
+            del blocks
             if writing is not None:
                 writing.result()  # a failed write raises here
-            writing = writer.submit(_write_held, job, k, where, names, dims, held)
+            writing = writer.submit(_write_held, job, k, _region(job, k), names, dims, held)
             del held
             job.show(None, final=False)
         if writing is not None:
             writing.result()
-    # leaving the ``with`` waits for a write under way, also when this raised
+    # leaving the ``with`` waits for a read or write under way, also when this raised
     job.show(None, final=True)
+
+
+def _read_next(reader, arguments, job: _Job, pending: list[int], i: int):
+    """The read of chunk ``pending[i]``'s input blocks, started on
+    ``reader``; None past the last chunk."""
+    if i >= len(pending):
+        return None
+    return reader.submit(arguments.read, _region(job, pending[i]))
 
 
 def _write_held(job: _Job, k: int, where: dict, names: tuple, dims: tuple,
@@ -358,6 +377,7 @@ class _Job:
         self.watch: _Progress | None = None
         self.out = None
         self.layout: dict = {}
+        self.arguments = None  # datasets.ChunkArguments: a chunk's input blocks, run_chunk
         self.regrid = None  # stored cells -> the output on a grid (a SMAP granule)
 
     def run_id(self) -> str:

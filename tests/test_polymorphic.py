@@ -100,10 +100,12 @@ def test_asked_for_a_reduction_over_the_batch_shares_one_compile_for_twenty_size
 def test_the_flagship_retrieval_compiles_one_kernel_for_twenty_batch_sizes_by_default():
     from isokernel.models import soil_moisture as sm
 
-    inputs = sm.scene_inputs(sm.generate_scene(SIZES[-1] // 4, seed=2))
+    sizes = range(1000, 1000 + 20 * 230, 230)
+    assert len(sizes) == 20
+    inputs = sm.scene_inputs(sm.generate_scene(sizes[-1], seed=2))
     jitted = ik.jit(sm.retrieve)  # the defaults
     keys = set()
-    for n in range(1000, SIZES[-1] // 4, 230)[:20]:
+    for n in sizes:
         args = tuple(x[:n] for x in inputs)
         want = ik.jit(sm.retrieve, strategy="reference")(*args)
         got = jitted(*args)

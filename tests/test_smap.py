@@ -141,6 +141,12 @@ def test_run_computes_only_the_unmasked_cells_with_the_bits_of_the_retrieval(l2,
             assert got[valid].tobytes() == np.asarray(want[name]).tobytes(), name
             assert np.isnan(got[~valid]).all(), name
             assert ds[name].attrs["grid_mapping"] == "crs"
+    zarr = str(tmp_path / "retrieved.zarr")  # a Zarr output: the same grid and bits
+    run("soil-moisture", path, zarr, ancillary=ancillary, **QUIET)
+    with xr.open_zarr(zarr, consolidated=False) as z, xr.open_dataset(out) as nc:
+        for name in ("mv", "eps_re", "vwc"):
+            assert z[name].dims == ("y", "x") and z[name].attrs["grid_mapping"] == "crs"
+            assert z[name].values.tobytes() == nc[name].values.tobytes(), name
 
 
 def test_the_output_is_cf_on_ease_grid_2_and_replaceable(l1c, tmp_path):

@@ -295,10 +295,10 @@ def _stored_raw(target, array) -> bool:
     return True
 
 
-def write_gridded(data: str, regrid, out, path: str) -> None:
+def write_gridded(data: str, regrid, out, path: str, zarr: bool) -> None:
     """The Zarr store ``data`` (outputs over cells) written as ``path`` on
-    the grid ``regrid(stored)`` puts them on, NetCDF or Zarr, encoded as
-    ``out``'s variables."""
+    the grid ``regrid(stored)`` puts them on, a Zarr store (``zarr``) or
+    NetCDF, encoded as ``out``'s variables."""
     import dask
     import xarray as xr
     with xr.open_zarr(data, consolidated=False) as stored:
@@ -307,7 +307,7 @@ def write_gridded(data: str, regrid, out, path: str) -> None:
             if name in out.variables:
                 variable.encoding = {**out[name].encoding, **variable.encoding}
         with dask.config.set(scheduler="synchronous"):
-            if path.rstrip("/").endswith(".zarr"):
+            if zarr:
                 final.to_zarr(path, mode="w", consolidated=False)
             else:
                 final.to_netcdf(path)

@@ -204,7 +204,7 @@ def _chunk_blocks(ds, job: _Job, k: int) -> tuple[list, dict]:
     blocks are computed together, so the model runs once per chunk."""
     index = block_index(job.layout["chunks"], k)
     blocks = [ds[name].data.blocks[index] for name in job.header["outputs"]]
-    return blocks, _region(job, k)
+    return blocks, region(job.layout["dims"], job.layout["chunks"], index)
 
 
 def _region(job: _Job, k: int) -> dict:
@@ -456,7 +456,7 @@ class _Job:
         ``regrid``); then the chunk store goes."""
         if self.regrid is not None:
             self._close()
-            write_gridded(self.data, self.regrid, ds, path)
+            write_gridded(self.data, self.regrid, ds, path, is_zarr(self.output))
         elif is_zarr(path):
             self._close()
             os.rename(self.data, path)

@@ -29,16 +29,26 @@ and vwc for every pixel of the scene's grid:
 - ``read inputs`` and ``write outputs``: loading the retrieval's 8 inputs
   from the scene file, and writing its 3 outputs as NetCDF, in this process:
   the file I/O that the ``run`` rows include;
-- ``checksum``: the SHA-256 of the scene file alone, which ``run`` computes
-  on a background thread for the run manifest and ``--resume``;
+- ``checksum``: the input checksum of the scene file alone (XXH3-128, the
+  default), which ``run`` computes on a background thread for the run
+  manifest and ``--resume``;
 - ``run``: ``isokernel.scenes.run`` without a cluster (``isokernel run``
   without ``--dask``): read, compute chunk by chunk, write the output file;
-- ``dask-1``, ``dask-2``: the same ``run`` on a LocalCluster of 1 and 2
-  worker processes, one Dask thread each: the clusters ``open_client("local",
-  n)`` starts for ``isokernel run --dask local --workers n``, started once
-  (the start time is printed, not timed) and reached by their scheduler
-  address. Every chunk runs on the strategy ``auto`` picks on its worker,
-  whose thread pool has as many threads as the worker's ``nthreads`` (printed).
+- ``dask-1``, ``dask-2``: the same ``run`` on the LocalClusters
+  ``isokernel run --dask local --workers n`` starts (``open_client("local",
+  n)``: n worker processes sharing the CPUs, so one worker has them all and
+  two on 2 cores have one each); ``dask-1x1``: one worker with one thread,
+  which ``dask-2`` is compared with. Each is started once (the start time is
+  printed, not timed) and reached by its scheduler address. Every chunk runs
+  on the strategy ``auto`` picks on its worker, whose thread pool has as
+  many threads as the worker's ``nthreads`` (printed).
+
+The retrieval is measured in two phases: first this process alone (``jit``,
+the I/O rows, ``run``), then with the clusters started, ``run`` again beside
+the ``dask-*`` rows. The clusters' schedulers and clients live in this
+process, and idle they still took about a fifth of ``run``'s time here
+(7.5-7.9 s against 6.0 s at 10^7 pixels), so each ratio compares contenders
+measured in the same phase.
 
 The ``run`` rows include reading the inputs and writing the output file (to
 a temporary name, renamed when complete); ``read inputs`` and ``write
@@ -47,7 +57,7 @@ with ``jit``'s. Below the table, the ratios: ``run`` against ``jit`` with the
 file I/O taken out, jit / (run - read - write) (1.0: ``run`` adds nothing to
 the compute but the I/O; the checksum and the chunk store's own writes are
 in the remainder), ``dask-1`` against ``run`` and ``dask-2`` against
-``dask-1``; then the peak resident memory of this process (which holds the
+``dask-1x1``; then the peak resident memory of this process (which holds the
 whole scene for ``jit``; ``benchmarks/run_memory.py`` measures ``run`` alone). Beside them, two
 limits: the memory-bandwidth bound (the inputs' and outputs' bytes per pixel
 at the copy bandwidth measured in this run) and the compute roof (``jit 1
@@ -63,7 +73,8 @@ At 10^7 pixels the scene takes about 30 s to generate and the retrieval
 part about 1-2 minutes on 2 cores; ``--pixels 1000000`` takes about 30 s.
 
 Timings are best of N with the contenders interleaved; rates and ratios are
-from the same run. Scaling efficiency is t(dask-1) / (2 t(dask-2)).
+from the same run. Scaling efficiency is t(dask-1x1) / (2 t(dask-2)) in the
+retrieval part, t(dask-1) / (2 t(dask-2)) in the MLP part.
 
     python benchmarks/distributed.py [--part mlp|retrieval|all]
         [--rows 32768] [--block-rows 4096] [--repeats 10] [--strategy reference|native]
@@ -163,7 +174,7 @@ def mlp_part(args) -> None:
     from distributed import Client, LocalCluster
     with dist.quiet_workers():  # no statistical profiler on the workers
         clusters = {n: LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                    dashboard_address=None) for n in (1, 2)}
+                                    dashboard_address=":0") for n in (1, 2)}
     clients = {n: Client(c) for n, c in clusters.items()}
     try:
         batch = data(args.rows, np.dtype(args.dtype))
@@ -180,8 +191,11 @@ def mlp_part(args) -> None:
 
 MODEL = "soil-moisture"
 OUTPUTS = ("mv", "eps_re", "vwc")
+CLUSTERS = {"dask-1": (1, None), "dask-1x1": (1, 1), "dask-2": (2, None)}
+"""Row name -> (workers, threads per worker; None: as ``--dask local --workers n``
+splits the CPUs, ``scenes.runner.local_threads``)."""
 WORKERS = (1, 2)
-RUN_ROWS = ("run", *(f"dask-{n}" for n in WORKERS))
+RUN_ROWS = ("run", *CLUSTERS)
 
 
 def _quiet(*_args, **_kwargs) -> None:
@@ -248,12 +262,23 @@ def run_call(scene: str, output: str, chunks: dict, address: str | None):
 
 
 def start_clusters() -> dict:
-    """One client per worker count, on the LocalCluster ``--dask local`` starts."""
+    """The LocalClusters of the ``dask-*`` rows (``CLUSTERS``): ``--dask local
+    --workers n``'s, and one single-thread worker beside them."""
+    from distributed import Client, LocalCluster
+
+    from isokernel.distributed import quiet_workers
     from isokernel.scenes import open_client
     clients = {}
-    for n in WORKERS:
-        clients[n], seconds = timed(open_client, "local", n)
-        print(f"LocalCluster of {n} worker(s) started in {seconds:.1f} s (not timed below)")
+    for name, (n, threads) in CLUSTERS.items():
+        start = time.perf_counter()
+        if threads is None:
+            clients[name] = open_client("local", n)
+        else:
+            with quiet_workers():
+                clients[name] = Client(LocalCluster(n_workers=n, threads_per_worker=threads,
+                                                    processes=True, dashboard_address=":0"))
+        print(f"{name}: LocalCluster of {n} worker(s) started in "
+              f"{time.perf_counter() - start:.1f} s (not timed below)")
     return clients
 
 
@@ -301,16 +326,23 @@ def compute_rows(setup: Setup) -> dict:
     return rows
 
 
-def file_rows(setup: Setup, outputs: dict, clients: dict) -> dict:
-    """Reading the inputs, writing the outputs, and ``run`` here and on the clusters."""
+def file_rows(setup: Setup, outputs: dict) -> dict:
+    """Reading the inputs, writing the outputs, the checksum and ``run`` in this process."""
     from isokernel.scenes.run_manifest import checksum
-    rows = {"read inputs": functools.partial(read_inputs, setup.scene),
+    chunks = {"y": setup.chunk_rows}
+    return {"read inputs": functools.partial(read_inputs, setup.scene),
             "write outputs": functools.partial(write_outputs, outputs, setup.grid,
                                                setup.output("write outputs")),
-            "checksum": functools.partial(checksum, setup.scene)}
-    addresses = {"run": None, **{f"dask-{n}": c.scheduler.address for n, c in clients.items()}}
-    for name, address in addresses.items():
-        rows[name] = run_call(setup.scene, setup.output(name), {"y": setup.chunk_rows}, address)
+            "checksum": functools.partial(checksum, setup.scene),
+            "run": run_call(setup.scene, setup.output("run"), chunks, None)}
+
+
+def cluster_rows(setup: Setup, clients: dict) -> dict:
+    """``run`` in this process and on each cluster (``CLUSTERS``)."""
+    chunks = {"y": setup.chunk_rows}
+    rows = {"run": run_call(setup.scene, setup.output("run"), chunks, None)}
+    for name, client in clients.items():
+        rows[name] = run_call(setup.scene, setup.output(name), chunks, client.scheduler.address)
     return rows
 
 
@@ -323,16 +355,17 @@ def output_bits(path: str, outputs: dict, grid) -> bool:
                    for n in OUTPUTS)
 
 
-def bits(setup: Setup, first: dict) -> dict:
-    """Per contender: the same bits as ``jit``'s outputs (the reference), or
+def bits(setup: Setup, first: dict, reference) -> dict:
+    """Per contender: the same bits as ``jit``'s outputs (``reference``), or
     '-' (I/O alone)."""
-    ref = first["jit"]
     found = {name: "-" for name in first}
     if "jit 1 thread" in first:
-        found["jit 1 thread"] = same_bits(first["jit 1 thread"], ref)
-    found["jit"] = "reference"
+        found["jit 1 thread"] = same_bits(first["jit 1 thread"], reference)
+    if "jit" in first:
+        found["jit"] = "reference"
     for name in RUN_ROWS:
-        found[name] = output_bits(setup.output(name), ref, setup.grid)
+        if name in first:
+            found[name] = output_bits(setup.output(name), reference, setup.grid)
     return found
 
 
@@ -349,11 +382,10 @@ def retrieval_header(args, setup: Setup) -> None:
 
 
 def retrieval_table(setup: Setup, best: dict, same: dict) -> None:
-    print(f"{'contender':<14} {'s/call':>8} {'Mpixel/s':>9} {'vs run':>7} {'vs jit':>7}"
-          f"  same bits")
+    print(f"{'contender':<14} {'s/call':>8} {'Mpixel/s':>9} {'vs run':>7}  same bits as jit")
     for name, t in best.items():
-        print(f"{name:<14} {t:8.3f} {setup.pixels / t / 1e6:9.2f} {best['run'] / t:6.2f}x "
-              f"{best['jit'] / t:6.2f}x  {same[name]}")
+        print(f"{name:<14} {t:8.3f} {setup.pixels / t / 1e6:9.2f} {best['run'] / t:6.2f}x  "
+              f"{same[name]}")
 
 
 def limits(setup: Setup, best: dict, outputs: dict) -> None:
@@ -374,7 +406,7 @@ def compute_roof(setup: Setup, best: dict) -> None:
     cores = cpu_threads()
     roof = cores * setup.pixels / best["jit 1 thread"]
     print(f"{'compute roof':<14} {'':8} {roof / 1e6:9.2f}  jit 1 thread's rate x {cores} cores")
-    if min(best[name] for name in ("jit", *RUN_ROWS)) < setup.pixels / roof:
+    if min(best[name] for name in ("jit", "run")) < setup.pixels / roof:
         print("note: a contender beat the compute roof: the machine's load changed during the "
               "run (other processes on its cores); read the ratios with care")
 
@@ -392,51 +424,71 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def ratios(best: dict) -> None:
-    """The acceptance ratios: ``run`` against ``jit`` without the file I/O,
-    a 1-worker cluster against ``run``, 2 workers against 1."""
+def in_process_ratio(best: dict) -> None:
+    """``run`` against ``jit`` without the file I/O."""
     io = best["read inputs"] + best["write outputs"]
     rest = best["run"] - io
     print(f"run without the file I/O: run - read - write = {rest:.3f} s; jit / that = "
           f"{best['jit'] / rest if rest > 0 else float('inf'):.2f} (run adds "
           f"{rest - best['jit']:+.3f} s to jit's compute: chunking, the checksum "
           f"({best['checksum']:.3f} s alone), the chunk store)")
-    print(f"dask-1 / run throughput: {best['run'] / best['dask-1']:.2f}; dask-2 / dask-1: "
-          f"{best['dask-1'] / best['dask-2']:.2f}")
+
+
+def cluster_ratios(best: dict) -> None:
+    """A 1-worker cluster against ``run``, 2 single-thread workers against 1."""
+    print(f"dask-1 / run throughput: {best['run'] / best['dask-1']:.2f} (one worker with "
+          f"every CPU, as --dask local --workers 1 starts it)")
+    print(f"dask-2 / dask-1x1 throughput: {best['dask-1x1'] / best['dask-2']:.2f} (two "
+          f"single-thread workers against one; scaling efficiency "
+          f"{best['dask-1x1'] / (2 * best['dask-2']):.2f})")
 
 
 def cluster_notes(best: dict, clients: dict) -> None:
-    """Scaling efficiency, what each worker runs on how many threads, and
-    the peak memory of this process and the workers."""
-    print(f"scaling efficiency 1 -> 2 workers: {best['dask-1'] / (2 * best['dask-2']):.2f}")
-    for n, client in clients.items():
-        workers = list(client.scheduler_info()["workers"])
+    """What each worker runs on how many threads, and the peak memory of
+    this process."""
+    for name, client in clients.items():
+        workers = client.scheduler_info()["workers"]
+        nthreads = sorted({w["nthreads"] for w in workers.values()})
         asked = [client.submit(pool_threads, workers=[w], pure=False) for w in workers]
         threads = sorted(set(client.gather(asked)))  # in a task: the worker's nthreads apply
         kinds = sorted({s.name for s in client.run(auto_strategy).values()})
-        print(f"dask-{n}: {n} worker process(es), 1 Dask thread each, strategy "
-              f"{', '.join(kinds)} with {', '.join(map(str, threads))} thread(s) each in a "
-              f"task (the worker's nthreads)")
+        print(f"{name}: {len(workers)} worker process(es), {', '.join(map(str, nthreads))} "
+              f"Dask thread(s) each, strategy {', '.join(kinds)} with "
+              f"{', '.join(map(str, threads))} thread(s) each in a task (the worker's nthreads)")
     print(f"peak RSS of this process: {peak_rss_mib():.0f} MiB (the whole scene's inputs and "
           f"outputs for jit, and the run in one process)")
-    print(f"{cpu_threads()} cores here: 2 workers share them with each other, the scheduler "
+    print(f"{cpu_threads()} cores here: the workers share them with each other, the scheduler "
           f"and this driver process; `run` and `jit` use them all in one process")
 
 
-def measure_retrieval(args, folder: str, scene: str, grid, clients: dict) -> None:
+def measure_retrieval(args, folder: str, scene: str, grid) -> None:
+    """Two phases: this process alone (jit, the I/O, ``run``), then with the
+    clusters started (``run`` again beside them: the clusters' schedulers
+    and clients live in this process and take some of its time, so each
+    ratio compares contenders measured together)."""
     setup = Setup(folder, scene, grid, max(1, args.chunk // grid.width), auto_strategy(),
                   read_inputs(scene))
     retrieval_header(args, setup)
     rows = compute_rows(setup)
     outputs = rows["jit"]()  # compiles; the outputs ``write outputs`` writes
-    rows.update(file_rows(setup, outputs, clients))
+    rows.update(file_rows(setup, outputs))
     first, best = interleaved_best(rows, (), args.retrieval_repeats)
-    retrieval_table(setup, best, bits(setup, first))
+    print("in this process, no cluster running:")
+    retrieval_table(setup, best, bits(setup, first, outputs))
     limits(setup, best, outputs)
-    ratios(best)
-    cluster_notes(best, clients)
+    in_process_ratio(best)
     print("`run` rows: read the inputs, compute, write the output file (under a temporary "
           "name, renamed when complete); `read inputs` and `write outputs` are that I/O alone")
+    clients = start_clusters()
+    try:
+        first, best = interleaved_best(cluster_rows(setup, clients), (),
+                                       args.retrieval_repeats)
+        print("with the LocalClusters started (their schedulers run in this process):")
+        retrieval_table(setup, best, bits(setup, first, outputs))
+        cluster_ratios(best)
+        cluster_notes(best, clients)
+    finally:
+        close_clusters(clients)
 
 
 IO_FIX = "pip install 'isokernel[io]'"
@@ -452,11 +504,7 @@ def retrieval_part(args) -> None:
     print(f"load average at the start: {load} ({cpu_threads()} cores)")
     with tempfile.TemporaryDirectory(prefix="isokernel-retrieval-") as folder:
         scene, grid = make_scene(folder, args.pixels)
-        clients = start_clusters()
-        try:
-            measure_retrieval(args, folder, scene, grid, clients)
-        finally:
-            close_clusters(clients)
+        measure_retrieval(args, folder, scene, grid)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average at the end: {load}")
 

@@ -4,15 +4,18 @@ Dask LocalCluster of two worker processes giving the single-process bits."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import pytest
 
 from isokernel.backends.parity import bit_identical
+from isokernel.backends.platform import cpu_budget
 from isokernel.cli import main
 from isokernel.models.soil_moisture import Grid, generate_scene, retrieve, scene_inputs
 from isokernel.scenes import ChunkError, parse_chunks, run, scene_dataset
+from isokernel.scenes.runner import local_threads
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")
@@ -65,11 +68,20 @@ def test_dask_local_cluster_with_two_workers_gives_the_single_process_bits(tmp_p
     summary = run("soil-moisture", scene_nc, multi, chunks={"y": 16}, dask_address="local",
                   workers=2, progress=False, echo=lambda *_: None)
     assert len(summary["strategies"]) == 2  # two worker processes answered
+    with open(summary["run_manifest"], encoding="utf-8") as f:
+        workers = json.load(f)["workers"]
+    share = local_threads(cpu_budget().value, 2)  # the CPUs split between the two
+    assert [w["threads"] for w in workers.values()] == [share, share]
     a, b = _bits(single), _bits(multi)
     assert set(a) == set(b) == {"mv", "eps_re", "vwc"}
     for name in a:
         assert bit_identical(a[name], b[name]), name
     assert not _leftovers(tmp_path)
+
+
+def test_a_local_cluster_splits_the_cpus_between_its_workers():
+    assert [local_threads(2, n) for n in (1, 2, 3)] == [2, 1, 1]
+    assert [local_threads(16, n) for n in (1, 4, 5, 16, 32)] == [16, 4, 3, 1, 1]
 
 
 def test_variables_are_mapped_by_name(tmp_path, scene_nc):

@@ -1,6 +1,6 @@
 """``isokernel run``'s run manifest (``OUTPUT.manifest.json``) and its
 per-worker progress: what the manifest records is checked against
-independent computations (hashlib over the input's bytes, the kernels
+independent computations (xxhash and hashlib over the input's bytes, the kernels
 compiled again here), it is replaced together with its output and never
 left mismatched, and the progress lines on a cluster name the workers."""
 
@@ -33,6 +33,7 @@ from isokernel.scenes import runner as run_module
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask")
+xxhash = pytest.importorskip("xxhash")
 
 GRID = Grid(8 * 16, 16)  # 8 rows × 16 columns
 QUIET = {"progress": False, "echo": lambda *_: None, "strategy": "reference"}
@@ -99,8 +100,9 @@ def test_the_manifest_lies_beside_the_output_with_the_inputs_checksum(written):
     assert summary["run_manifest"] == f"{out}.manifest.json"
     assert os.path.isfile(f"{out}.manifest.json")
     data = source.read_bytes()
-    checksum = record["input"]["checksum"]
-    assert checksum["sha256"] == hashlib.sha256(data).hexdigest()
+    checksum = record["input"]["checksum"]  # the default, XXH3-128 (xxhsum -H2), in 1000-byte reads
+    assert checksum["algorithm"] == "xxh3-128"
+    assert checksum["digest"] == xxhash.xxh3_128(data).hexdigest()
     assert checksum["bytes"] == len(data) and checksum["files"] == 1
     assert record["input"]["path"] == str(source)
     assert record["run"] == _attribute(out)["run"] and len(record["run"]) == 32
@@ -148,20 +150,31 @@ def test_the_manifest_records_kernels_numerics_strategy_chunks_and_versions(writ
     assert "--chunks=y=4" in record["command"] and "--strategy reference" in record["command"]
 
 
+@pytest.mark.parametrize("algorithm, new", [("xxh3-128", xxhash.xxh3_128),
+                                            ("sha256", hashlib.sha256)])
 def test_a_zarr_inputs_checksum_hashes_every_file_of_the_store_in_sorted_order(
-        tmp_path, scene_nc, monkeypatch):
+        tmp_path, scene_nc, monkeypatch, algorithm, new):
     monkeypatch.setattr(manifest_module, "HASH_BLOCK", 100)
     store = tmp_path / "scene.zarr"
     with xr.open_dataset(scene_nc) as ds:
         ds.to_zarr(store, consolidated=False)
-    run("soil-moisture", str(store), str(tmp_path / "out.nc"), **QUIET)
+    run("soil-moisture", str(store), str(tmp_path / "out.nc"), checksum=algorithm, **QUIET)
     names = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
-    listing = "".join(f"{hashlib.sha256((store / n).read_bytes()).hexdigest()}  {n}\n"
-                      for n in names)
-    checksum = _manifest(tmp_path / "out.nc")["input"]["checksum"]
+    listing = "".join(f"{new((store / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    record = _manifest(tmp_path / "out.nc")
+    checksum = record["input"]["checksum"]
     assert len(names) > 10 and checksum["files"] == len(names)
-    assert checksum["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+    assert checksum["algorithm"] == algorithm
+    assert checksum["digest"] == new(listing.encode()).hexdigest()
     assert checksum["bytes"] == sum((store / n).stat().st_size for n in names)
+    assert f"--checksum {algorithm}" in record["command"]
+
+
+def test_an_unknown_checksum_is_refused_before_any_work(tmp_path, scene_nc):
+    with pytest.raises(ValueError, match="unknown checksum 'md5'; choose one of xxh3-128, "
+                                         "sha256"):
+        run("soil-moisture", str(scene_nc), str(tmp_path / "out.nc"), checksum="md5", **QUIET)
+    assert os.listdir(tmp_path) == ["scene.nc"]
 
 
 MODELS = '''

@@ -155,6 +155,10 @@ def _run_parser(sub) -> None:
                           "input, options or isokernel's code differ; a note when OUTPUT is "
                           "already this run's finished result. Without it, such a run's "
                           "chunks are removed and the run starts over")
+    run.add_argument("--checksum", default="xxh3-128", choices=["xxh3-128", "sha256"],
+                     help="the input's digest in the run manifest, which --resume compares "
+                          "(default xxh3-128, as xxhsum -H2 prints it; sha256, as sha256sum "
+                          "prints it, takes about four times as long)")
 
 
 def _quickstart_parser(sub) -> None:
@@ -239,7 +243,8 @@ def _dispatch(args) -> None:
         run_model(stage5_model(args.model, args.stage5), args.input, args.output, args.var,
                   parse_chunks(args.chunks), args.dask, args.workers, args.dtype,
                   progress=args.progress, strategy=args.strategy,
-                  overwrite=args.overwrite, resume=args.resume, ancillary=args.ancillary)
+                  overwrite=args.overwrite, resume=args.resume, ancillary=args.ancillary,
+                  checksum=args.checksum)
     elif args.command == "quickstart-mlp":
         quickstart_mlp(args.device, args.strategy, args.steps, args.seed, args.show_backend)
 

@@ -17,6 +17,7 @@ from importlib import metadata
 import numpy as np
 
 from ..backends import choose
+from ..backends.cpu.pool import resolve_workers
 from ..backends.devices import Device
 from ..pipeline import jit
 from .catalog import resolve_model
@@ -97,6 +98,8 @@ class _Tally:
     chunks: int = 0
     pixels: int = 0
     kernels: set = field(default_factory=set)  # keys of _COMPILED
+    threads: int | None = None  # resolve_workers in a chunk: the pool it ran on
+    threads_from: str | None = None
 
 
 _TALLIES: dict[str, _Tally] = {}
@@ -104,8 +107,10 @@ _TALLY_LOCK = threading.Lock()  # never held while compiling: polls must answer 
 
 
 def _count(run: str, key: tuple, pixels: int) -> None:
+    threads, source = resolve_workers(None)  # in a Dask task: the worker's nthreads
     with _TALLY_LOCK:
         tally = _TALLIES.setdefault(run, _Tally())
+        tally.threads, tally.threads_from = threads, source
         tally.chunks += 1
         tally.pixels += pixels
         tally.kernels.add(key)
@@ -129,11 +134,13 @@ _WORKER_PACKAGES = ("isokernel", "numpy", "dask", "distributed")
 
 def worker_record(run: str, strategy: str) -> dict:
     """What this process did for ``run`` (its tally is dropped): host, pid,
-    strategy, chunks, pixels, versions and the kernels that ran."""
+    strategy, the threads its chunks' compiled model ran on (and why that
+    many; None before its first chunk), chunks, pixels, versions and the kernels that ran."""
     with _TALLY_LOCK:
         tally = _TALLIES.pop(run, _Tally())
     return {"host": socket.gethostname(), "pid": os.getpid(),
-            "strategy": local_strategy(strategy), "chunks": tally.chunks,
+            "strategy": local_strategy(strategy), "threads": tally.threads,
+            "threads_from": tally.threads_from, "chunks": tally.chunks,
             "pixels": tally.pixels, "versions": versions(_WORKER_PACKAGES),
             "kernels": [_kernel_record(key) for key in sorted(tally.kernels)]}
 

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from ..backends.platform import cpu_budget
+from ..distributed import quiet_workers
 from .catalog import Model, resolve_model
 from .chunk_store import (
     DATA,
@@ -59,8 +60,10 @@ from .outputs import (
     written_run,
 )
 from .run_manifest import (
+    CHECKSUMS,
     Request,
     Timing,
+    check_checksum,
     checksum,
     data_sections,
     in_background,
@@ -74,7 +77,8 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
         chunks: dict[str, int] | None = None, dask_address: str | None = None,
         workers: int | None = None, dtype: str = "float64", progress: bool = True,
         echo=print, strategy: str = "auto", overwrite: bool = False,
-        resume: bool = False, ancillary: str | None = None) -> dict:
+        resume: bool = False, ancillary: str | None = None,
+        checksum: str = CHECKSUMS[0]) -> dict:
     """Run ``target`` over ``input_path`` and write ``output_path`` and,
     beside it, its run manifest ``OUTPUT.manifest.json`` (``run_manifest``
     in the summary); returns a summary (outputs, chunks, seconds,
@@ -89,14 +93,17 @@ def run(target: str, input_path: str, output_path: str, variables: list[str] = (
     the same output, model, input, options and code left when it was killed
     outright, and refuses one that differs. ``ancillary``: the data set on
     EASE-Grid 2.0 a SMAP granule's missing model inputs come from
-    (``smap``)."""
+    (``smap``). ``checksum``: the input's digest the run manifest records
+    and a resume compares (``run_manifest.CHECKSUMS``), computed on a
+    thread while the chunks run."""
     local_strategy(strategy)  # an unknown or unavailable strategy fails before any work
     check_chunk_sizes(chunks)
+    check_checksum(checksum)  # an unknown or unavailable one fails before any work
     _at_least_one("--workers", workers)
     require_io()
     model = resolve_model(target)
     request = Request(target, input_path, output_path, tuple(variables), chunks, dask_address,
-                      workers, dtype, strategy, overwrite, ancillary)
+                      workers, dtype, strategy, overwrite, ancillary, checksum)
     timing = Timing()
     check_input(input_path)
     if ancillary is not None:
@@ -129,7 +136,8 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
             job.regrid = functools.partial(_gridded, model=model, source_attrs=dict(ds.attrs),
                                            record=record)
         job.prepare(out, template, timing, progress)
-        source = job.source() or in_background(checksum, request.input_path)
+        source = job.source() or in_background(checksum, request.input_path,
+                                                     request.checksum)
         source.add_done_callback(job.checksum_done)
         with output_pair(output) as (temporary, side), job.kept_until_done():
             strategies, records = _write_on_cluster(out, temporary, request.dask_address,
@@ -315,17 +323,21 @@ CONNECT_SECONDS = 10  # how long a --dask scheduler address may take to answer
 
 
 def open_client(address: str | None, workers: int | None = None):
-    """A distributed client: ``local`` starts a LocalCluster of worker
-    processes (one thread each: the strategy inside a worker owns its
-    cores); anything else is a scheduler address."""
+    """A distributed client: ``local`` starts a LocalCluster of ``workers``
+    worker processes (default: one per CPU) that split this machine's CPUs
+    between them (``local_threads``), without Dask's statistical profiler
+    (``distributed.quiet_workers``); anything else is a scheduler
+    address."""
     if address is None:
         return None
     _at_least_one("--workers", workers)
     from distributed import Client, LocalCluster
     if address == "local":
-        n = workers or max(1, cpu_budget().value)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cpus = max(1, cpu_budget().value)
+        n = workers or cpus
+        with quiet_workers():  # no statistical profiler holding the workers' GIL
+            cluster = LocalCluster(n_workers=n, threads_per_worker=local_threads(cpus, n),
+                                   processes=True, dashboard_address=":0")
         return Client(cluster)
     try:
         return Client(address, timeout=CONNECT_SECONDS)
@@ -336,6 +348,14 @@ def open_client(address: str | None, workers: int | None = None):
         raise ConnectionError(f"no Dask scheduler answered at {address} within "
                               f"{CONNECT_SECONDS} s ({type(err).__name__}); check the address "
                               f"and that the scheduler runs, or use --dask local") from None
+
+
+def local_threads(cpus: int, workers: int) -> int:
+    """The ``nthreads`` of each of ``workers`` local workers on ``cpus``
+    CPUs: an equal share, at least one. A chunk's compiled model runs on as
+    many threads as its worker's ``nthreads`` (``backends.cpu.pool``), so
+    one worker uses every CPU and N workers do not oversubscribe them."""
+    return max(1, cpus // workers)
 
 
 def _close(client) -> None:
@@ -544,11 +564,12 @@ def _adopt(path: str, pid: int, output: str, identity: dict, input_path: str, ec
     if header.get("checksum") is None:
         _drop(path, pid, output, echo, "it was killed before its input was checksummed")
         return ()
-    now = checksum(input_path)
-    if now["sha256"] != header["checksum"]["sha256"]:
+    then = header["checksum"]
+    now = checksum(input_path, then["algorithm"])
+    if now["digest"] != then["digest"]:
         raise ValueError(f"cannot resume {output}: the input {input_path} changed since "
-                         f"{which} read it (SHA-256 {header['checksum']['sha256'][:12]}… then, "
-                         f"{now['sha256'][:12]}… now); run without --resume to start over")
+                         f"{which} read it ({then['algorithm']} {then['digest'][:12]}… then, "
+                         f"{now['digest'][:12]}… now); run without --resume to start over")
     mine = store_path(output)
     os.rename(path, mine)  # one rename: of two resuming processes, one adopts it
     echo(f"note: resuming {output}: {len(done)} of {total} chunks were done by process {pid} "
@@ -577,7 +598,8 @@ def _complete(output_path: str, identity: dict, input_path: str, echo) -> dict |
     same = record is not None and (record.get("resume") or {}).get("identity") == identity
     if not same or written_run(output) != record["run"]:
         return None
-    if checksum(input_path)["sha256"] != record["input"]["checksum"]["sha256"]:
+    then = record["input"]["checksum"]
+    if checksum(input_path, then["algorithm"])["digest"] != then["digest"]:
         return None
     echo(f"note: {output} is complete: run {record['run']} finished it at "
          f"{record['finished_utc']} with this model, input, options and code; nothing to "

@@ -56,6 +56,8 @@ def test_single_process_run_equals_the_retrieval_with_cf_attributes(tmp_path, sc
         assert ds["mv"].attrs["units"] == "m3 m-3"
         assert ds["mv"].attrs["standard_name"] == "volume_fraction_of_condensed_water_in_soil"
         assert "long_name" in ds["eps_re"].attrs and ds["vwc"].attrs["units"] == "kg m-2"
+        for name in ("eps_re", "vwc"):  # no standard name, and none taken from an input
+            assert set(ds[name].attrs) == {"units", "long_name"}, ds[name].attrs
         assert ds.attrs["Conventions"].startswith("CF-") and list(ds["mv"].dims) == ["y", "x"]
         assert np.array_equal(ds["x"].values, np.arange(64))
 

@@ -168,9 +168,11 @@ def _coordinate_blocks(template):
 
 def _compute(target_arrays, model: Model, output_names, template, strategy: str,
              run: str = ""):
+    import dask
     import xarray as xr
     coords = _coordinate_blocks(template)
-    first = [a.isel({d: 0 for d in a.dims}).values.reshape(1) for a in target_arrays]
+    corners = [a.isel({d: 0 for d in a.dims}).data for a in target_arrays]
+    first = [np.asarray(c).reshape(1) for c in dask.compute(*corners, scheduler="synchronous")]
     probe = as_dict(model.fn(*first))  # one pixel, eagerly: output names and dtypes
     names = output_names or tuple(probe)
     results = xr.apply_ufunc(

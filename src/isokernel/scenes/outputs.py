@@ -293,7 +293,8 @@ def output_dataset(results: dict, model: Model, source_attrs: dict, record: str,
             raise ValueError(f"{model.name}: output {name!r} has the name of a dimension of "
                              f"the data set; return it under another name")
         attrs = meta[name].attrs() if name in meta else {"long_name": f"{model.name}: {name}"}
-        ds[name] = array.assign_attrs(attrs)
+        ds[name] = array.copy(deep=False)
+        ds[name].attrs = dict(attrs)  # only its own: apply_ufunc gave it the first input's
     ds.attrs = {"Conventions": "CF-1.8", "source": f"isokernel run {model.name}",
                 "history": f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} isokernel "
                            f"run {model.name}: {model.description}",

@@ -40,6 +40,17 @@ from . import cache
 CANDIDATES = ("cc", "gcc", "clang")
 BASE_FLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd")
 CONTRACT_FLAGS = {False: "-ffp-contract=off", True: "-ffp-contract=fast"}
+NO_AVX512 = ("-mno-avx512f",)
+"""Beside ``-march=native`` on x86-64: AVX2 and below, no AVX-512. On a
+2-core Sapphire Rapids VM (KVM) the code GCC 12 makes with AVX-512 (256-bit
+vectors with AVX512VL's mask registers) ran every kernel measured slower:
+the soil-moisture retrieval 6x (88 ms against 15 ms for 2·10^5 pixels; with
+``-mno-avx512vl`` alone 15.6 ms), a per-pixel Newton loop with ``exp`` 4x
+(113 against 28 ms, 2·10^6 pixels), a loop of square roots 2x, a loop-free
+``exp``·``sin`` + ``log1p`` 1.25x; libmvec's AVX-512 variants alone were
+not slower (a C loop of ``exp``, ``log``, ``sin``, ``pow``). Basic
+operations give the same bits either way (no FMA contraction); libmvec's
+AVX2 variants stay within the measured ulp bounds."""
 PROGRAM_FLAGS_GCC = ("--param", "max-completely-peeled-insns=50")
 """GCC's limit on the loops it unrolls completely, for whole programs
 (``codegen.whole``): at its default (200) GCC spent 2.5 s of a PINN training
@@ -71,6 +82,7 @@ class Compiler:
     version: str  # first line of --version
     native_arch: bool  # accepts -march=native
     vector_math: bool  # simd declarations link against libmvec
+    no_avx512: bool = False  # accepts -mno-avx512f beside -march=native (x86-64): AVX2 at most
 
     @property
     def name(self) -> str:
@@ -80,6 +92,8 @@ class Compiler:
         """The compile flags; ``program``: for a whole program (GCC limits
         its complete unrolling there, ``PROGRAM_FLAGS_GCC``)."""
         arch = ("-march=native",) if self.native_arch else ()
+        if self.no_avx512:
+            arch += NO_AVX512
         tuned = PROGRAM_FLAGS_GCC if program and "clang" not in self.version.lower() else ()
         threads = ("-pthread",) if program else ()  # long fused runs split over threads
         return (*BASE_FLAGS, *arch, CONTRACT_FLAGS[bool(contract)], *threads, *tuned)
@@ -199,19 +213,23 @@ def _recorded(path: str, version: str, directory: Path) -> Compiler | None:
         return None
     try:
         known = json.loads(data)
-        return Compiler(path, version, bool(known["native_arch"]), bool(known["vector_math"]))
+        return Compiler(path, version, bool(known["native_arch"]), bool(known["vector_math"]),
+                        bool(known["no_avx512"]))
     except (ValueError, KeyError, TypeError):  # damaged: probe again
         return None
 
 
 def _probed(path: str, version: str, directory: Path) -> Compiler:
     native_arch = _compiles(path, ["-march=native"], "void isk_probe(void) {}\n", [], directory)
-    arch = ["-march=native"] if native_arch else []
+    no_avx512 = native_arch and _compiles(path, ["-march=native", *NO_AVX512],
+                                          "void isk_probe(void) {}\n", [], directory)
+    arch = ["-march=native", *NO_AVX512 * no_avx512] if native_arch else []
     vector_math = _compiles(path, arch + ["-O3", "-fno-math-errno"], PROBE_SOURCE,
                             ["-lmvec", "-lm"], directory)
-    compiler = Compiler(path, version, native_arch, vector_math)
+    compiler = Compiler(path, version, native_arch, vector_math, no_avx512)
     _prove(compiler, directory)
-    record = json.dumps({"native_arch": native_arch, "vector_math": vector_math}).encode()
+    record = json.dumps({"native_arch": native_arch, "vector_math": vector_math,
+                         "no_avx512": no_avx512}).encode()
     try:
         cache.write_atomic(_record(path, version, directory), record)
     except OSError:  # a full disk: probed again by the next process

@@ -182,6 +182,35 @@ def test_the_entry_point_imports_isokernel_inside_its_ctrl_c_handling():
     assert run.stdout.strip() == "[]"
 
 
+def test_an_import_left_half_made_by_ctrl_c_is_an_interruption(monkeypatch, capsys):
+    """A Ctrl-C inside an import can surface as another error (an ImportError of the
+    module it left half made, raised with the KeyboardInterrupt as its context): still
+    status 130 and one line. Any other error is not turned into one."""
+    import importlib
+
+    import isokernel.cli as cli
+    module, function = _entry_point()
+    entry = getattr(importlib.import_module(module), function)
+
+    def cut_short():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("cannot import name 'Interface' from partially initialized "
+                              "module") from None  # the context stays: Python's chaining
+
+    monkeypatch.setattr(cli, "main", cut_short)
+    monkeypatch.setattr(sys, "argv", ["isokernel", "run", "x"])
+    assert entry() == 130
+    assert capsys.readouterr().err == "isokernel run: interrupted\n"
+
+    def broken():
+        raise ImportError("a real error")
+    monkeypatch.setattr(cli, "main", broken)
+    with pytest.raises(ImportError, match="a real error"):
+        entry()
+
+
 @needs_io
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5])
 def test_ctrl_c_at_startup_exits_130_with_one_line(tmp_path, delay, python_start_up):

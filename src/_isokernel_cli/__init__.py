@@ -19,10 +19,31 @@ def main() -> int:
         from isokernel.cli import main as command_line
         code = command_line()
     except KeyboardInterrupt:
-        print(f"{_command()}: interrupted", file=sys.stderr)
-        code = 130
+        code = _interrupted()
+    except Exception as err:
+        if not _after_ctrl_c(err):
+            raise
+        code = _interrupted()
     _quiet_exit()
     return code
+
+
+def _interrupted() -> int:
+    print(f"{_command()}: interrupted", file=sys.stderr)
+    return 130
+
+
+def _after_ctrl_c(err: BaseException) -> bool:
+    """Whether ``err`` was raised while a Ctrl-C unwound (a KeyboardInterrupt in
+    its chain of causes and contexts): an import cut short by Ctrl-C can fail
+    again as an ImportError of the module it left half made."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _command() -> str:

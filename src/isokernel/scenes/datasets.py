@@ -4,15 +4,17 @@ the model's inputs and chunked, and the model's outputs over them as lazy
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import smap
 from .catalog import Model
 from .chunks import as_dict, run_chunk
-from .input_units import in_model_units
+from .input_units import convert_block, in_model_units
 
 # xarray and dask (the optional io extra) are imported in the functions that use them
 
@@ -87,25 +89,49 @@ def open_input(path: str, ancillary=None):
 
 
 def _inputs(ds, model: Model, mapping: dict[str, str], dtype, echo=print):
+    """The model's inputs from ``ds``, in its units and ``dtype`` (floats),
+    and per input how a block of it is made from the data set's variable
+    (``Recipe``)."""
     unknown = set(mapping) - set(model.inputs)
     if unknown:
         raise ValueError(f"--var names {sorted(unknown)} are not inputs of {model.name}; its "
                          f"inputs are {', '.join(model.inputs)}")
-    arrays = []
+    arrays, recipes = [], []
     for name in model.inputs:
         var = mapping.get(name, name)
         if var not in ds.variables:
             raise ValueError(f"input {name!r} of {model.name}: the data set has no variable "
                              f"{var!r}; map it with --var {name}=VARIABLE (variables: "
                              f"{', '.join(map(str, ds.data_vars))})")
-        array = ds[var]
+        array, conversion = ds[var], None
         if model.input_units is not None:  # the file's CF units to the model's
-            array = in_model_units(array, name, var, model.input_units.get(name), model.name,
-                                   echo)
-        if np.issubdtype(array.dtype, np.floating) and array.dtype != dtype:
+            array, conversion = in_model_units(array, name, var, model.input_units.get(name),
+                                               model.name, echo)
+        cast = np.issubdtype(array.dtype, np.floating) and array.dtype != dtype
+        if cast:
             array = array.astype(dtype)
         arrays.append(array)
-    return arrays
+        recipes.append(Recipe(var, conversion, dtype if cast else None))
+    return arrays, recipes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a block of a model input is made from the data set's variable:
+    read (decoded by xarray), converted to the model's unit
+    (``convert_block``'s arguments, or None) and cast (a dtype, or None):
+    what the lazy inputs do, on one block."""
+    variable: str
+    conversion: dict | None
+    dtype: np.dtype | None
+
+    def block(self, ds, where: dict, dims: tuple) -> np.ndarray:
+        """The block of region ``where`` with its dims in ``dims`` order."""
+        var = ds[self.variable]
+        data = var.isel({d: where[d] for d in var.dims if d in where}).transpose(*dims).values
+        if self.conversion is not None:
+            data = convert_block(data, **self.conversion)
+        return data.astype(self.dtype) if self.dtype is not None else data
 
 
 def _check_template(arrays, chunks: dict[str, int] | None, input_path: str, echo) -> None:
@@ -187,12 +213,14 @@ def _compute(target_arrays, model: Model, output_names, template, strategy: str,
 
 
 def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
-                 strategy: str, run: str = ""):
+                 strategy: str, run: str = "", plain=None):
     """The broadcast template of the inputs, the model's lazy outputs and
     the arguments of ``run_chunk`` (``ChunkArguments``), which read a
-    chunk's input blocks without the outputs' task graph."""
+    chunk's input blocks without the outputs' task graph: from ``plain``
+    (the input opened without dask, ``open_plain``) when given."""
     import xarray as xr
-    arrays = _inputs(ds, model, parse_mapping(list(variables), "--var"), np.dtype(dtype), echo)
+    arrays, recipes = _inputs(ds, model, parse_mapping(list(variables), "--var"),
+                              np.dtype(dtype), echo)
     _check_template(arrays, chunks, input_path, echo)
     arrays = _chunked(arrays, chunks)
     template = xr.broadcast(*arrays)[0]
@@ -202,7 +230,57 @@ def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: st
     kwargs = {"target": model.name, "n_inputs": len(arrays), "dims": tuple(template.dims),
               "outputs": outputs, "strategy": strategy, "run": run}
     coords = _coordinate_blocks(template)
-    return template, results, ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
+    arguments = ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
+    if plain is not None:
+        arguments.plain = _plain_sources(plain, recipes, arrays, template)
+    return template, results, arguments
+
+
+def open_plain(path: str, ds):
+    """The input at ``path`` opened again without dask, for ``ChunkArguments``
+    to read blocks from directly; a data set made in memory (a SMAP
+    granule's cells, ``ds``) is itself."""
+    import xarray as xr
+    if smap.product_of(path) is not None:
+        return ds
+    if is_zarr(path):
+        return xr.open_zarr(path, consolidated=False, chunks=None)
+    return xr.open_dataset(path)
+
+
+def _plain_sources(plain, recipes: list, arrays, template) -> list:
+    """Per block ``run_chunk`` takes (the inputs, then each dim's index and
+    coordinate values): a function of the region that reads it from
+    ``plain`` with its dims in the broadcast order, and the key that
+    gives it ``_broadcast_compatible``'s axes."""
+    dims = tuple(template.dims)
+    sources = []
+    for recipe, array in zip(recipes, arrays):
+        own = tuple(d for d in dims if d in array.dims)
+        read = functools.partial(recipe.block, plain, dims=own)
+        sources.append((read, _expansion(own, dims)))
+    for dim in dims:
+        n = template.sizes[dim]
+        values = template[dim].values if dim in template.coords else np.arange(n)
+        for data in (np.arange(n), values):
+            sources.append((functools.partial(_slice_of, data, dim), _expansion((dim,), dims)))
+    return sources
+
+
+def _slice_of(data: np.ndarray, dim: str, where: dict) -> np.ndarray:
+    return data[where[dim]]
+
+
+def _expansion(own: tuple, dims: tuple) -> tuple:
+    """The key that adds a length-1 axis for each dim of ``dims`` not in
+    ``own`` after the first of ``own`` (as ``_broadcast_compatible``)."""
+    key: list = []
+    for dim in dims:
+        if dim in own:
+            key.append(slice(None))
+        elif key:
+            key.append(None)
+    return tuple(key)
 
 
 class ChunkArguments:
@@ -217,9 +295,14 @@ class ChunkArguments:
     def __init__(self, arrays, dims: tuple, kwargs: dict):
         self.dims, self.kwargs = dims, kwargs
         self.data = [_broadcast_compatible(a, dims) for a in arrays]
+        self.plain: list | None = None  # _plain_sources: the same blocks, read without dask
 
     def read(self, where: dict) -> tuple:
-        """The numpy blocks of the region ``where`` (dim -> slice)."""
+        """The numpy blocks of the region ``where`` (dim -> slice): from the
+        plain sources (the same values, decoded and converted by the same
+        code, without a dask graph per chunk: half the CPU), else dask's."""
+        if self.plain is not None:
+            return tuple(read(where=where)[key] for read, key in self.plain)
         import dask
         slices = [data[tuple(where[d] if d is not None else slice(None) for d in axes)]
                   for data, axes in self.data]

@@ -13,16 +13,17 @@ from ..units import Quantity, UnitError, conversion_text, convert, describe, par
 
 def in_model_units(array, name: str, variable: str, unit: str | None, model: str, echo):
     """``array`` (the data set's ``variable``, model input ``name``) in
-    ``unit`` (pint's syntax; None: not a quantity, as it is)."""
+    ``unit`` (pint's syntax; None: not a quantity, as it is), and the
+    conversion as ``convert_block``'s ``(have, want)``, or None."""
     if unit is None:
-        return array
+        return array, None
     want = parse(unit)
     found = array.attrs.get("units")
     label = f"input {name!r}" + (f" (variable {variable!r})" if variable != name else "")
     if found is None:
         echo(f"note: {label} has no units attribute; read as {describe(want)}, the unit "
              f"{model} takes")
-        return array
+        return array, None
     try:
         have = parse_cf(str(found))
     except UnitError:
@@ -30,7 +31,7 @@ def in_model_units(array, name: str, variable: str, unit: str | None, model: str
                          f"reads; correct the attribute (e.g. units = \"{_cf(want)}\")"
                          ) from None
     if have == want:
-        return array
+        return array, None
     if not Quantity(1.0, have).is_compatible_with(want):
         raise ValueError(f"{label} is in {found!r} ({describe(have)}), which does not "
                          f"convert to {describe(want)}, the unit {model} takes; correct its "
@@ -40,10 +41,11 @@ def in_model_units(array, name: str, variable: str, unit: str | None, model: str
          f"({conversion_text(have, want)})")
     import xarray as xr
     # the units travel as text: a chunk may be converted in another process (a Dask worker)
+    conversion = {"have": str(have), "want": str(want)}
     converted = xr.apply_ufunc(convert_block, array, dask="parallelized",
-                               output_dtypes=[array.dtype],
-                               kwargs={"have": str(have), "want": str(want)})
-    return converted.assign_attrs({**array.attrs, "units": _cf(want)}).rename(array.name)
+                               output_dtypes=[array.dtype], kwargs=conversion)
+    converted = converted.assign_attrs({**array.attrs, "units": _cf(want)}).rename(array.name)
+    return converted, conversion
 
 
 def convert_block(block, have: str, want: str):

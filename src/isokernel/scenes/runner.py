@@ -44,6 +44,7 @@ from .datasets import (
     is_zarr,
     lazy_results,
     open_input,
+    open_plain,
     require_io,
 )
 from .outputs import (
@@ -126,10 +127,12 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
     move both in; returns the strategies, the template and the results."""
     run_id = job.run_id()
     ds = open_input(request.input_path, request.ancillary)
+    plain = None
     try:
+        plain = open_plain(request.input_path, ds) if request.dask_address is None else None
         template, results, job.arguments = lazy_results(
             ds, model, request.variables, request.chunks, request.dtype, request.input_path,
-            echo, request.strategy, run_id)
+            echo, request.strategy, run_id, plain)
         record = manifest(model.name, request.input_path, results, run_id)
         out = output_dataset(results, model, dict(ds.attrs), record, grid=False)
         if on_a_grid(ds.attrs):  # a SMAP granule: the cells are stored, the grid written
@@ -149,6 +152,8 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
                       "resume": job.manifest_section()}
             place_pair(temporary, side, output, request.overwrite, record)
     finally:
+        if plain is not None and plain is not ds:
+            plain.close()
         ds.close()
     return strategies, template, results
 

@@ -165,14 +165,14 @@ def test_parse_chunks():
 
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])
 def test_a_chunk_read_without_dask_is_the_dask_reads_bits(tmp_path, scene, suffix):
-    """``run`` in one process reads a chunk's inputs from the data set opened
-    without dask (``open_plain``); the blocks must be those of the lazy inputs
+    """``run`` reads a chunk's inputs from the data set opened without dask
+    (``PlainSources``, here or on a worker); the blocks must be those of the lazy inputs
     the cluster path computes: a unit converted (ts in °C), a float32 variable
     cast to float64, a variable without the x dimension broadcast along it, the
     dims' indices and coordinates."""
     from isokernel.scenes.catalog import resolve_model
     from isokernel.scenes.chunk_store import block_index, layout, region
-    from isokernel.scenes.datasets import lazy_results, open_input, open_plain
+    from isokernel.scenes.datasets import lazy_results, open_input, release
     ds = scene_dataset(scene, GRID)
     ds["ts"] = (ds["ts"] - 273.15).assign_attrs(units="degC")
     ds["ndvi"] = ds["ndvi"].astype(np.float32)
@@ -181,23 +181,24 @@ def test_a_chunk_read_without_dask_is_the_dask_reads_bits(tmp_path, scene, suffi
     ds.to_zarr(path, consolidated=False) if suffix == ".zarr" else ds.to_netcdf(path)
     model = resolve_model("soil-moisture")
     lazy = open_input(path)
-    plain = open_plain(path, lazy)
     try:
         found = []
-        for source in (None, plain):
+        for plain in (False, True):
             template, _, arguments = lazy_results(lazy, model, (), {"y": 8, "x": 40},
                                                   "float64", path, lambda *_: None,
-                                                  "reference", "", source)
+                                                  "reference", "")
+            assert arguments.plain is not None and arguments.plain.portable
+            if not plain:
+                arguments.plain = None  # the dask read
             chunks = layout(template)
             found.append([arguments.read(region(chunks["dims"], chunks["chunks"],
                                                 block_index(chunks["chunks"], k)))
                           for k in range(len(chunks["chunks"][0]) * len(chunks["chunks"][1]))])
-        assert arguments.plain is not None
         for by_dask, by_plain in zip(*found):
             assert len(by_dask) == len(by_plain) == len(model.inputs) + 4
             for a, b in zip(by_dask, by_plain):
                 assert a.shape == b.shape and a.dtype == b.dtype
                 assert bit_identical(a, b)
     finally:
-        plain.close()
+        release(path)
         lazy.close()

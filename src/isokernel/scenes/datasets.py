@@ -4,9 +4,9 @@ the model's inputs and chunked, and the model's outputs over them as lazy
 
 from __future__ import annotations
 
-import functools
 import math
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,11 +213,10 @@ def _compute(target_arrays, model: Model, output_names, template, strategy: str,
 
 
 def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: str, echo,
-                 strategy: str, run: str = "", plain=None):
+                 strategy: str, run: str = ""):
     """The broadcast template of the inputs, the model's lazy outputs and
     the arguments of ``run_chunk`` (``ChunkArguments``), which read a
-    chunk's input blocks without the outputs' task graph: from ``plain``
-    (the input opened without dask, ``open_plain``) when given."""
+    chunk's input blocks without the outputs' task graph."""
     import xarray as xr
     arrays, recipes = _inputs(ds, model, parse_mapping(list(variables), "--var"),
                               np.dtype(dtype), echo)
@@ -231,44 +230,76 @@ def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: st
               "outputs": outputs, "strategy": strategy, "run": run}
     coords = _coordinate_blocks(template)
     arguments = ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
-    if plain is not None:
-        arguments.plain = _plain_sources(plain, recipes, arrays, template)
+    in_memory = smap.product_of(input_path) is not None  # a granule's cells, made here
+    arguments.plain = PlainSources(None if in_memory else input_path, ds if in_memory else None,
+                                   recipes, arrays, template)
     return template, results, arguments
 
 
-def open_plain(path: str, ds):
-    """The input at ``path`` opened again without dask, for ``ChunkArguments``
-    to read blocks from directly; a data set made in memory (a SMAP
-    granule's cells, ``ds``) is itself."""
+def open_plain(path: str):
+    """The input at ``path`` (NetCDF or Zarr) opened without dask."""
     import xarray as xr
-    if smap.product_of(path) is not None:
-        return ds
     if is_zarr(path):
         return xr.open_zarr(path, consolidated=False, chunks=None)
     return xr.open_dataset(path)
 
 
-def _plain_sources(plain, recipes: list, arrays, template) -> list:
-    """Per block ``run_chunk`` takes (the inputs, then each dim's index and
-    coordinate values): a function of the region that reads it from
-    ``plain`` with its dims in the broadcast order, and the key that
-    gives it ``_broadcast_compatible``'s axes."""
-    dims = tuple(template.dims)
-    sources = []
-    for recipe, array in zip(recipes, arrays):
-        own = tuple(d for d in dims if d in array.dims)
-        read = functools.partial(recipe.block, plain, dims=own)
-        sources.append((read, _expansion(own, dims)))
-    for dim in dims:
-        n = template.sizes[dim]
-        values = template[dim].values if dim in template.coords else np.arange(n)
-        for data in (np.arange(n), values):
-            sources.append((functools.partial(_slice_of, data, dim), _expansion((dim,), dims)))
-    return sources
+class PlainSources:
+    """The blocks ``run_chunk`` takes for a region (the inputs, then each
+    dim's index and coordinate values), read without dask from the input
+    opened without chunks (``open_plain``, once per process until
+    ``release``) or from a data set in memory (a SMAP granule's cells):
+    each input by its ``Recipe``, then given ``_broadcast_compatible``'s
+    axes. Without a data set in memory it pickles small, so a Dask worker
+    reads its chunks itself."""
+
+    def __init__(self, path: str | None, dataset, recipes: list, arrays, template):
+        self.path, self.dataset = path, dataset
+        dims = tuple(template.dims)
+        self.inputs = []
+        self.keys: list[tuple] = []
+        for recipe, array in zip(recipes, arrays):
+            own = tuple(d for d in dims if d in array.dims)
+            self.inputs.append((recipe, own))
+            self.keys.append(_expansion(own, dims))
+        self.coords = []
+        for dim in dims:
+            n = template.sizes[dim]
+            values = template[dim].values if dim in template.coords else np.arange(n)
+            for data in (np.arange(n), values):
+                self.coords.append((data, dim))
+                self.keys.append(_expansion((dim,), dims))
+
+    @property
+    def portable(self) -> bool:
+        """Whether a worker can read the blocks itself (from the input's path)."""
+        return self.path is not None
+
+    def read(self, where: dict) -> tuple:
+        ds = self.dataset if self.path is None else _opened(self.path)
+        blocks = [recipe.block(ds, where, own) for recipe, own in self.inputs]
+        blocks += [data[where[dim]] for data, dim in self.coords]
+        return tuple(block[key] for block, key in zip(blocks, self.keys))
 
 
-def _slice_of(data: np.ndarray, dim: str, where: dict) -> np.ndarray:
-    return data[where[dim]]
+_OPENED: dict = {}  # path -> the input opened without dask, in this process
+_OPENED_LOCK = threading.Lock()
+
+
+def _opened(path: str):
+    with _OPENED_LOCK:
+        if path not in _OPENED:
+            _OPENED[path] = open_plain(path)
+        return _OPENED[path]
+
+
+def release(path: str) -> None:
+    """Close this process's plain handle on ``path`` (the end of a run: the
+    next run opens the input again, as it is then)."""
+    with _OPENED_LOCK:
+        ds = _OPENED.pop(path, None)
+    if ds is not None:
+        ds.close()
 
 
 def _expansion(own: tuple, dims: tuple) -> tuple:
@@ -295,14 +326,14 @@ class ChunkArguments:
     def __init__(self, arrays, dims: tuple, kwargs: dict):
         self.dims, self.kwargs = dims, kwargs
         self.data = [_broadcast_compatible(a, dims) for a in arrays]
-        self.plain: list | None = None  # _plain_sources: the same blocks, read without dask
+        self.plain: PlainSources | None = None  # the same blocks, read without dask
 
     def read(self, where: dict) -> tuple:
         """The numpy blocks of the region ``where`` (dim -> slice): from the
         plain sources (the same values, decoded and converted by the same
         code, without a dask graph per chunk: half the CPU), else dask's."""
         if self.plain is not None:
-            return tuple(read(where=where)[key] for read, key in self.plain)
+            return self.plain.read(where)
         import dask
         slices = [data[tuple(where[d] if d is not None else slice(None) for d in axes)]
                   for data, axes in self.data]
@@ -311,6 +342,13 @@ class ChunkArguments:
     def run(self, blocks: tuple) -> tuple:
         result = run_chunk(*blocks, **self.kwargs)
         return result if isinstance(result, tuple) else (result,)
+
+    def for_workers(self) -> ChunkArguments:
+        """These arguments without the dask arrays, to send to the workers of
+        a cluster that read their chunks themselves (``plain.portable``)."""
+        shipped = ChunkArguments([], self.dims, self.kwargs)
+        shipped.plain = self.plain
+        return shipped
 
 
 def _broadcast_compatible(array, dims: tuple):

@@ -44,7 +44,7 @@ from .datasets import (
     is_zarr,
     lazy_results,
     open_input,
-    open_plain,
+    release,
     require_io,
 )
 from .outputs import (
@@ -127,12 +127,10 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
     move both in; returns the strategies, the template and the results."""
     run_id = job.run_id()
     ds = open_input(request.input_path, request.ancillary)
-    plain = None
     try:
-        plain = open_plain(request.input_path, ds) if request.dask_address is None else None
         template, results, job.arguments = lazy_results(
             ds, model, request.variables, request.chunks, request.dtype, request.input_path,
-            echo, request.strategy, run_id, plain)
+            echo, request.strategy, run_id)
         record = manifest(model.name, request.input_path, results, run_id)
         out = output_dataset(results, model, dict(ds.attrs), record, grid=False)
         if on_a_grid(ds.attrs):  # a SMAP granule: the cells are stored, the grid written
@@ -152,8 +150,7 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
                       "resume": job.manifest_section()}
             place_pair(temporary, side, output, request.overwrite, record)
     finally:
-        if plain is not None and plain is not ds:
-            plain.close()
+        release(request.input_path)  # this process's plain handle (the reader's), if any
         ds.close()
     return strategies, template, results
 
@@ -273,19 +270,29 @@ def _write_held(job: _Job, k: int, where: dict, names: tuple, dims: tuple,
 
 
 def _chunks_on_cluster(ds, job: _Job, client) -> None:
-    """At most ``CHUNKS_PER_WORKER`` chunks per worker at a time: each
-    chunk's blocks computed on a worker and written by a task there (the
-    outputs never travel to this process), recorded done when that task
-    has finished."""
+    """At most ``CHUNKS_PER_WORKER`` chunks per worker at a time: one task
+    per chunk that reads its inputs on the worker, runs the model and
+    writes the outputs into the store (``chunk_task``; a SMAP granule's
+    cells, made in this process, go through their dask graph and a write
+    task instead): the outputs never travel to this process; a chunk is
+    recorded done when its task has finished."""
     from distributed import TimeoutError as Waiting  # asyncio's, before Python 3.11
     names, dims = tuple(job.header["outputs"]), tuple(job.layout["dims"])
     waiting = list(job.pending())
     limit = CHUNKS_PER_WORKER * max(1, len(job.strategies))
     running: dict = {}
+    plain = job.arguments.plain
+    shipped = None
+    if plain is not None and plain.portable:  # the workers read their chunks themselves
+        shipped = client.scatter(job.arguments.for_workers(), broadcast=True, hash=False)
     try:
         while waiting or running:
             while waiting and len(running) < limit:
                 k = waiting.pop(0)
+                if shipped is not None:
+                    running[client.submit(chunk_task, shipped, _region(job, k), job.data,
+                                          names, dims, pure=False)] = k
+                    continue
                 blocks, where = _chunk_blocks(ds, job, k)
                 computed = client.compute(blocks)
                 running[client.submit(write_chunk, job.data, where, names, dims, *computed,
@@ -301,7 +308,17 @@ def _chunks_on_cluster(ds, job: _Job, client) -> None:
     finally:
         if running:
             client.cancel(list(running))
+        if shipped is not None:
+            client.run(release, plain.path, on_error="return")
     job.show(client, final=True)
+
+
+def chunk_task(arguments, where: dict, data: str, names: tuple, dims: tuple) -> int:
+    """One chunk on a worker: its inputs read there (``ChunkArguments.read``,
+    without dask), the model run, the outputs written into the chunk store
+    ``data``; returns the pixels written. One task per chunk, no graph."""
+    outputs = arguments.run(arguments.read(where))
+    return write_chunk(data, where, names, dims, *outputs)
 
 
 def _first_finished(futures: list) -> list:

@@ -231,8 +231,8 @@ def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: st
     coords = _coordinate_blocks(template)
     arguments = ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
     in_memory = smap.product_of(input_path) is not None  # a granule's cells, made here
-    arguments.plain = PlainSources(None if in_memory else input_path, ds if in_memory else None,
-                                   recipes, arrays, template)
+    arguments.plain = PlainSources(None if in_memory else os.path.abspath(input_path),
+                                   ds if in_memory else None, recipes, arrays, template)
     return template, results, arguments
 
 
@@ -287,6 +287,7 @@ _OPENED_LOCK = threading.Lock()
 
 
 def _opened(path: str):
+    path = os.path.abspath(path)
     with _OPENED_LOCK:
         if path not in _OPENED:
             _OPENED[path] = open_plain(path)
@@ -297,7 +298,7 @@ def release(path: str) -> None:
     """Close this process's plain handle on ``path`` (the end of a run: the
     next run opens the input again, as it is then)."""
     with _OPENED_LOCK:
-        ds = _OPENED.pop(path, None)
+        ds = _OPENED.pop(os.path.abspath(path), None)
     if ds is not None:
         ds.close()
 

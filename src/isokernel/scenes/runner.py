@@ -308,8 +308,9 @@ def _chunks_on_cluster(ds, job: _Job, client) -> None:
     finally:
         if running:
             client.cancel(list(running))
-        if shipped is not None:
-            client.run(release, plain.path, on_error="return")
+        if shipped is not None:  # the workers' handles on the input; never masks an error
+            with contextlib.suppress(Exception):
+                client.run(release, plain.path, on_error="return")
     job.show(client, final=True)
 
 

@@ -164,41 +164,49 @@ def test_parse_chunks():
 
 
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])
-def test_a_chunk_read_without_dask_is_the_dask_reads_bits(tmp_path, scene, suffix):
+def test_a_chunk_read_without_dask_is_what_apply_ufunc_hands_run_chunk(tmp_path, scene, suffix,
+                                                                        monkeypatch):
     """``run`` reads a chunk's inputs from the data set opened without dask
-    (``PlainSources``, here or on a worker); the blocks must be those of the lazy inputs
-    the cluster path computes: a unit converted (ts in °C), a float32 variable
-    cast to float64, a variable without the x dimension broadcast along it, the
-    dims' indices and coordinates."""
+    (``ChunkArguments.read``, here or on a worker); its blocks must be bit for
+    bit those ``xarray.apply_ufunc`` gives ``run_chunk`` over the lazy inputs:
+    a unit converted (ts in °C), a float32 variable cast to float64, a variable
+    without the x dimension broadcast along it, the dims' indices and
+    coordinates."""
+    from isokernel.scenes import datasets
     from isokernel.scenes.catalog import resolve_model
     from isokernel.scenes.chunk_store import block_index, layout, region
-    from isokernel.scenes.datasets import lazy_results, open_input, release
     ds = scene_dataset(scene, GRID)
     ds["ts"] = (ds["ts"] - 273.15).assign_attrs(units="degC")
     ds["ndvi"] = ds["ndvi"].astype(np.float32)
     ds["clay"] = ds["clay"].isel(x=0)  # (y,): repeated along x
     path = str(tmp_path / f"scene{suffix}")
     ds.to_zarr(path, consolidated=False) if suffix == ".zarr" else ds.to_netcdf(path)
+    handed: list = []
+
+    def recording(*blocks, **kwargs):
+        handed.append(blocks)
+        return real(*blocks, **kwargs)
+    real = datasets.run_chunk
+    monkeypatch.setattr(datasets, "run_chunk", recording)
     model = resolve_model("soil-moisture")
-    lazy = open_input(path)
+    lazy = datasets.open_input(path)
     try:
-        found = []
-        for plain in (False, True):
-            template, _, arguments = lazy_results(lazy, model, (), {"y": 8, "x": 40},
-                                                  "float64", path, lambda *_: None,
-                                                  "reference", "")
-            assert arguments.plain is not None and arguments.plain.portable
-            if not plain:
-                arguments.plain = None  # the dask read
-            chunks = layout(template)
-            found.append([arguments.read(region(chunks["dims"], chunks["chunks"],
-                                                block_index(chunks["chunks"], k)))
-                          for k in range(len(chunks["chunks"][0]) * len(chunks["chunks"][1]))])
-        for by_dask, by_plain in zip(*found):
-            assert len(by_dask) == len(by_plain) == len(model.inputs) + 4
-            for a, b in zip(by_dask, by_plain):
+        template, results, arguments = datasets.lazy_results(
+            lazy, model, (), {"y": 8, "x": 40}, "float64", path, lambda *_: None, "reference",
+            "read-test")
+        assert arguments.portable
+        chunks = layout(template)
+        count = len(chunks["chunks"][0]) * len(chunks["chunks"][1])
+        for k in range(count):
+            index = block_index(chunks["chunks"], k)
+            handed.clear()
+            results["mv"].data.blocks[index].compute(scheduler="synchronous")
+            [want] = handed
+            got = arguments.read(region(chunks["dims"], chunks["chunks"], index))
+            assert len(got) == len(want) == len(model.inputs) + 4
+            for a, b in zip(want, got):
                 assert a.shape == b.shape and a.dtype == b.dtype
-                assert bit_identical(a, b)
+                assert bit_identical(np.asarray(a), b)
     finally:
-        release(path)
+        datasets.release(path, "read-test")
         lazy.close()

@@ -180,16 +180,23 @@ def _chunked(arrays, chunks: dict[str, int] | None):
             for a in arrays]
 
 
-def _coordinate_blocks(template):
-    """Per dim: its index and coordinate values, chunked like ``template``."""
-    import xarray as xr
+def _coordinates(template) -> list[tuple[str, np.ndarray]]:
+    """The trailing arguments of ``run_chunk``: per dim, its index and its
+    coordinate values (the index again for a dim without coordinates)."""
     out = []
-    for dim, sizes in zip(template.dims, template.chunks):
+    for dim in template.dims:
         n = template.sizes[dim]
         values = template[dim].values if dim in template.coords else np.arange(n)
-        for data in (np.arange(n), values):
-            out.append(xr.DataArray(data, dims=dim).chunk({dim: sizes}))
+        out += [(dim, np.arange(n)), (dim, values)]
     return out
+
+
+def _coordinate_blocks(template):
+    """``_coordinates`` as arrays chunked like ``template``."""
+    import xarray as xr
+    sizes = dict(zip(template.dims, template.chunks))
+    return [xr.DataArray(data, dims=dim).chunk({dim: sizes[dim]})
+            for dim, data in _coordinates(template)]
 
 
 def _compute(target_arrays, model: Model, output_names, template, strategy: str,
@@ -228,11 +235,9 @@ def lazy_results(ds, model: Model, variables, chunks, dtype: str, input_path: st
     outputs = tuple(results)
     kwargs = {"target": model.name, "n_inputs": len(arrays), "dims": tuple(template.dims),
               "outputs": outputs, "strategy": strategy, "run": run}
-    coords = _coordinate_blocks(template)
-    arguments = ChunkArguments([*arrays, *coords], tuple(template.dims), kwargs)
     in_memory = smap.product_of(input_path) is not None  # a granule's cells, made here
-    arguments.plain = PlainSources(None if in_memory else os.path.abspath(input_path),
-                                   ds if in_memory else None, recipes, arrays, template)
+    arguments = ChunkArguments(None if in_memory else os.path.abspath(input_path),
+                               ds if in_memory else None, recipes, arrays, template, kwargs)
     return template, results, arguments
 
 
@@ -244,31 +249,27 @@ def open_plain(path: str):
     return xr.open_dataset(path)
 
 
-class PlainSources:
-    """The blocks ``run_chunk`` takes for a region (the inputs, then each
-    dim's index and coordinate values), read without dask from the input
-    opened without chunks (``open_plain``, once per process until
-    ``release``) or from a data set in memory (a SMAP granule's cells):
-    each input by its ``Recipe``, then given ``_broadcast_compatible``'s
-    axes. Without a data set in memory it pickles small, so a Dask worker
-    reads its chunks itself."""
+class ChunkArguments:
+    """The blocks ``run_chunk`` gets for a region, as ``xarray.apply_ufunc``
+    hands them to it (the inputs, each with its dims in the broadcast order
+    and a length-1 axis for a dim it lacks after its first one; then each
+    dim's index and coordinate values), read without dask: each input by
+    its ``Recipe`` from the input opened without chunks (``open_plain``,
+    once per process and run until ``release``) or from a data set in
+    memory (a SMAP granule's cells). Without a data set in memory it
+    pickles small, so a Dask worker reads its chunks itself (``portable``).
+    ``run(blocks)`` calls ``run_chunk`` and returns the outputs in
+    ``kwargs["outputs"]`` order."""
 
-    def __init__(self, path: str | None, dataset, recipes: list, arrays, template):
-        self.path, self.dataset = path, dataset
+    def __init__(self, path: str | None, dataset, recipes: list, arrays, template,
+                 kwargs: dict):
+        self.path, self.dataset, self.kwargs = path, dataset, kwargs
         dims = tuple(template.dims)
-        self.inputs = []
-        self.keys: list[tuple] = []
-        for recipe, array in zip(recipes, arrays):
-            own = tuple(d for d in dims if d in array.dims)
-            self.inputs.append((recipe, own))
-            self.keys.append(_expansion(own, dims))
-        self.coords = []
-        for dim in dims:
-            n = template.sizes[dim]
-            values = template[dim].values if dim in template.coords else np.arange(n)
-            for data in (np.arange(n), values):
-                self.coords.append((data, dim))
-                self.keys.append(_expansion((dim,), dims))
+        self.inputs = [(recipe, tuple(d for d in dims if d in array.dims))
+                       for recipe, array in zip(recipes, arrays)]
+        self.coords = _coordinates(template)
+        self.keys = ([_expansion(own, dims) for _, own in self.inputs]
+                     + [_expansion((dim,), dims) for dim, _ in self.coords])
 
     @property
     def portable(self) -> bool:
@@ -276,36 +277,43 @@ class PlainSources:
         return self.path is not None
 
     def read(self, where: dict) -> tuple:
-        ds = self.dataset if self.path is None else _opened(self.path)
+        """The numpy blocks of the region ``where`` (dim -> slice)."""
+        ds = self.dataset if self.path is None else _opened(self.path, self.kwargs["run"])
         blocks = [recipe.block(ds, where, own) for recipe, own in self.inputs]
-        blocks += [data[where[dim]] for data, dim in self.coords]
+        blocks += [data[where[dim]] for dim, data in self.coords]
         return tuple(block[key] for block, key in zip(blocks, self.keys))
 
+    def run(self, blocks: tuple) -> tuple:
+        result = run_chunk(*blocks, **self.kwargs)
+        return result if isinstance(result, tuple) else (result,)
 
-_OPENED: dict = {}  # path -> the input opened without dask, in this process
+
+_OPENED: dict = {}  # (path, run) -> the input opened without dask, in this process
 _OPENED_LOCK = threading.Lock()
 
 
-def _opened(path: str):
-    path = os.path.abspath(path)
+def _opened(path: str, run: str):
     with _OPENED_LOCK:
-        if path not in _OPENED:
-            _OPENED[path] = open_plain(path)
-        return _OPENED[path]
+        key = (os.path.abspath(path), run)
+        if key not in _OPENED:
+            _OPENED[key] = open_plain(path)
+        return _OPENED[key]
 
 
-def release(path: str) -> None:
-    """Close this process's plain handle on ``path`` (the end of a run: the
-    next run opens the input again, as it is then)."""
+def release(path: str, run: str) -> None:
+    """Close this process's plain handle on ``path`` for ``run`` (at its
+    end: another run, here or later, has its own and sees the input as it
+    is then)."""
     with _OPENED_LOCK:
-        ds = _OPENED.pop(os.path.abspath(path), None)
+        ds = _OPENED.pop((os.path.abspath(path), run), None)
     if ds is not None:
         ds.close()
 
 
 def _expansion(own: tuple, dims: tuple) -> tuple:
     """The key that adds a length-1 axis for each dim of ``dims`` not in
-    ``own`` after the first of ``own`` (as ``_broadcast_compatible``)."""
+    ``own`` after the first of ``own`` (leading ones are left to NumPy's
+    broadcasting), as ``apply_ufunc`` passes a block."""
     key: list = []
     for dim in dims:
         if dim in own:
@@ -313,62 +321,6 @@ def _expansion(own: tuple, dims: tuple) -> tuple:
         elif key:
             key.append(None)
     return tuple(key)
-
-
-class ChunkArguments:
-    """The blocks ``run_chunk`` gets for one chunk, as ``xarray.apply_ufunc``
-    hands them to it (each input's dims in the broadcast order, a new axis
-    of length 1 for a dim it lacks after its first one), read with one
-    ``dask.compute`` of the inputs' slices: the same values as through the
-    outputs' task graph, without building and ordering that graph per
-    chunk. ``run(blocks)`` calls ``datasets.run_chunk`` (looked up when
-    called) and returns the outputs in ``kwargs["outputs"]`` order."""
-
-    def __init__(self, arrays, dims: tuple, kwargs: dict):
-        self.dims, self.kwargs = dims, kwargs
-        self.data = [_broadcast_compatible(a, dims) for a in arrays]
-        self.plain: PlainSources | None = None  # the same blocks, read without dask
-
-    def read(self, where: dict) -> tuple:
-        """The numpy blocks of the region ``where`` (dim -> slice): from the
-        plain sources (the same values, decoded and converted by the same
-        code, without a dask graph per chunk: half the CPU), else dask's."""
-        if self.plain is not None:
-            return self.plain.read(where)
-        import dask
-        slices = [data[tuple(where[d] if d is not None else slice(None) for d in axes)]
-                  for data, axes in self.data]
-        return tuple(dask.compute(*slices, scheduler="synchronous"))
-
-    def run(self, blocks: tuple) -> tuple:
-        result = run_chunk(*blocks, **self.kwargs)
-        return result if isinstance(result, tuple) else (result,)
-
-    def for_workers(self) -> ChunkArguments:
-        """These arguments without the dask arrays, to send to the workers of
-        a cluster that read their chunks themselves (``plain.portable``)."""
-        shipped = ChunkArguments([], self.dims, self.kwargs)
-        shipped.plain = self.plain
-        return shipped
-
-
-def _broadcast_compatible(array, dims: tuple):
-    """``array``'s data with its dims in ``dims`` order and a length-1 axis
-    for each dim of ``dims`` it lacks after its first (leading ones are
-    left to NumPy's broadcasting), as ``apply_ufunc`` passes it; and per
-    axis its dim (None for an added axis)."""
-    own = [d for d in dims if d in array.dims]
-    data = array.transpose(*own).data if tuple(own) != array.dims else array.data
-    axes: list = []
-    key: list = []
-    for dim in dims:
-        if dim in array.dims:
-            axes.append(dim)
-            key.append(slice(None))
-        elif axes:
-            axes.append(None)
-            key.append(None)
-    return (data[tuple(key)] if len(key) != len(own) else data), tuple(axes)
 
 
 def chunk_count(template) -> int:

@@ -35,13 +35,13 @@ def checksum(path: str, algorithm: str = CHECKSUMS[0]) -> dict:
     ``HASH_BLOCK`` bytes at a time: of the file, or for a Zarr store (a
     folder) of its listing as ``xxhsum -H2`` or ``sha256sum`` prints it, one
     line ``HEX  RELATIVE/PATH`` per file in sorted order of the paths."""
-    new = _hasher(algorithm)
+    new, buffer = _hasher(algorithm), bytearray(HASH_BLOCK)  # one buffer for every file
     if not os.path.isdir(path):
-        digest, size = _file_digest(path, new())
+        digest, size = _file_digest(path, new(), buffer)
         return {"algorithm": algorithm, "digest": digest, "bytes": size, "files": 1}
     listing, total, names = new(), 0, _store_files(path)
     for name in names:
-        digest, size = _file_digest(os.path.join(path, name), new())
+        digest, size = _file_digest(os.path.join(path, name), new(), buffer)
         listing.update(f"{digest}  {name}\n".encode())
         total += size
     return {"algorithm": algorithm, "digest": listing.hexdigest(), "bytes": total,
@@ -66,8 +66,7 @@ def _hasher(algorithm: str):
     return xxhash.xxh3_128
 
 
-def _file_digest(path: str, digest) -> tuple[str, int]:
-    buffer = bytearray(HASH_BLOCK)
+def _file_digest(path: str, digest, buffer: bytearray) -> tuple[str, int]:
     view, size = memoryview(buffer), 0
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(buffer):

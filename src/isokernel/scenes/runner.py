@@ -150,7 +150,7 @@ def _run_into(output: str, request: Request, model: Model, timing: Timing, progr
                       "resume": job.manifest_section()}
             place_pair(temporary, side, output, request.overwrite, record)
     finally:
-        release(request.input_path)  # this process's plain handle (the reader's), if any
+        release(request.input_path, run_id)  # this process's handle (the reader's), if any
         ds.close()
     return strategies, template, results
 
@@ -281,10 +281,10 @@ def _chunks_on_cluster(ds, job: _Job, client) -> None:
     waiting = list(job.pending())
     limit = CHUNKS_PER_WORKER * max(1, len(job.strategies))
     running: dict = {}
-    plain = job.arguments.plain
+    arguments = job.arguments
     shipped = None
-    if plain is not None and plain.portable:  # the workers read their chunks themselves
-        shipped = client.scatter(job.arguments.for_workers(), broadcast=True, hash=False)
+    if arguments.portable:  # the workers read their chunks themselves
+        shipped = client.scatter(arguments, broadcast=True, hash=False)
     try:
         while waiting or running:
             while waiting and len(running) < limit:
@@ -310,7 +310,7 @@ def _chunks_on_cluster(ds, job: _Job, client) -> None:
             client.cancel(list(running))
         if shipped is not None:  # the workers' handles on the input; never masks an error
             with contextlib.suppress(Exception):
-                client.run(release, plain.path, on_error="return")
+                client.run(release, arguments.path, job.run_id(), on_error="return")
     job.show(client, final=True)
 
 
